@@ -1,0 +1,1 @@
+"""The models axis M: stacking, padding and training many transformers as one program."""

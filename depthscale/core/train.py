@@ -1,0 +1,177 @@
+"""The train step, written for one model, vmapped once over M and scanned K steps.
+
+Batches are sampled on device from (model's data key, step), so a restarted run sees
+the same batches. Per-model hyperparameters are data: changing them never recompiles.
+A model whose loss or gradients turn non-finite is frozen; the others are untouched.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from depthscale.core import ensemble
+from depthscale.model import Arch, ModelConfig, Transformer
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """What every model of a group shares (static: part of the compiled program)."""
+  batch_size: int
+  length: int                      # the task's size parameter at the end of curriculum
+  total_steps: int
+  curriculum: str = "none"         # none | fixed | adaptive
+  steps_per_stage: int = 0         # fixed: steps at each curriculum length
+  advance_at: float = 0.95         # adaptive: batch accuracy that moves a model on
+  decay: str = "constant"          # constant | linear | cosine (after warm-up)
+  b1: float = 0.9
+  b2: float = 0.999
+  clip_norm: float = 1.0           # 0 disables global-norm clipping
+
+  def stages(self) -> tuple[int, ...]:
+    """Curriculum lengths 2, 4, 8, ... up to `length` (just `length` if none)."""
+    if self.curriculum == "none":
+      return (self.length,)
+    out, n = [], 2
+    while n < self.length:
+      out.append(n)
+      n *= 2
+    return tuple(out) + (self.length,)
+
+
+@flax.struct.dataclass
+class Hparams:
+  """Per-model hyperparameters, as arrays (stacked [M] by `stack_hparams`)."""
+  lr: jax.Array
+  weight_decay: jax.Array
+  warmup: jax.Array
+  data_key: jax.Array
+
+
+@flax.struct.dataclass
+class State:
+  """Everything one model carries from step to step (stacked [M] in a group)."""
+  params: dict
+  opt_state: optax.OptState
+  step: jax.Array
+  stage: jax.Array
+  frozen: jax.Array
+
+
+def stack_hparams(specs) -> Hparams:
+  f32 = jnp.float32
+  return Hparams(lr=jnp.asarray([s.lr for s in specs], f32),
+                 weight_decay=jnp.asarray([s.weight_decay for s in specs], f32),
+                 warmup=jnp.asarray([s.warmup for s in specs], f32),
+                 data_key=jnp.stack([ensemble.data_key(s.seed) for s in specs]))
+
+
+def optimizer(tcfg: TrainConfig) -> optax.GradientTransformation:
+  """AdamW (decay on matrices only) with learning rate and decay injected per step."""
+  decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)
+  adamw = optax.inject_hyperparams(optax.adamw)(
+      learning_rate=0.0, weight_decay=0.0, b1=tcfg.b1, b2=tcfg.b2, mask=decay_mask)
+  if tcfg.clip_norm > 0:
+    return optax.chain(optax.clip_by_global_norm(tcfg.clip_norm), adamw)
+  return adamw
+
+
+def init_state(params_M, tcfg: TrainConfig) -> State:
+  m = jax.tree.leaves(params_M)[0].shape[0]
+  opt_state = jax.vmap(optimizer(tcfg).init)(params_M)
+  return State(params=params_M, opt_state=opt_state, step=jnp.zeros((m,), jnp.int32),
+               stage=jnp.zeros((m,), jnp.int32),
+               frozen=jnp.zeros((m,), bool))
+
+
+def learning_rate(hp: Hparams, step, tcfg: TrainConfig):
+  """Linear warm-up to hp.lr, then constant, linear or cosine decay to 0."""
+  s = step.astype(jnp.float32)
+  warm = jnp.where(hp.warmup > 0, jnp.minimum(1.0, (s + 1) / jnp.maximum(hp.warmup, 1)), 1.0)
+  frac = jnp.clip((s - hp.warmup) / jnp.maximum(tcfg.total_steps - hp.warmup, 1), 0.0, 1.0)
+  decay = {"constant": 1.0, "linear": 1.0 - frac,
+           "cosine": 0.5 * (1 + jnp.cos(jnp.pi * frac))}[tcfg.decay]
+  return hp.lr * warm * decay
+
+
+def set_hyperparams(opt_state, lr, wd):
+  """Write this step's learning rate and weight decay into the injected-hparams state."""
+  def fix(s):
+    if isinstance(s, optax.InjectHyperparamsState):
+      hyper = dict(s.hyperparams, learning_rate=lr, weight_decay=wd)
+      return s._replace(hyperparams=hyper)
+    return s
+  if isinstance(opt_state, tuple) and not isinstance(opt_state, optax.InjectHyperparamsState):
+    return type(opt_state)(fix(s) for s in opt_state)
+  return fix(opt_state)
+
+
+def per_token_loss(outputs, targets, loss: str):
+  """Loss and correctness per position ([B, T] each); MSE averages over features."""
+  if loss == "xent":
+    lp = optax.softmax_cross_entropy_with_integer_labels(outputs, targets)
+    return lp, (jnp.argmax(outputs, -1) == targets).astype(jnp.float32)
+  err = jnp.mean(jnp.square(outputs - targets), -1)
+  return err, (err < 0.1).astype(jnp.float32)
+
+
+def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
+  """One training step of ONE model: (state, hparams, arch) -> (state, metrics)."""
+  model, tx = Transformer(cfg), optimizer(tcfg)
+  stages = tcfg.stages()
+  stage_pos = jnp.asarray([task.seq_len(n) for n in stages], jnp.int32)
+  t = task.seq_len(tcfg.length)
+
+  def loss_fn(params, arch, batch, active_T):
+    out = jax.vmap(lambda x: model.apply({"params": params}, x, arch))(batch.inputs)
+    loss_BxT, correct_BxT = per_token_loss(out, batch.targets, task.loss)
+    mask_BxT = (batch.mask & active_T[None]).astype(jnp.float32)
+    count = jnp.maximum(mask_BxT.sum(), 1.0)
+    return (loss_BxT * mask_BxT).sum() / count, (correct_BxT * mask_BxT).sum() / count
+
+  def step(state: State, hp: Hparams, arch: Arch):
+    batch = task.sample(jax.random.fold_in(hp.data_key, state.step), tcfg.batch_size,
+                        tcfg.length)
+    active_T = jnp.arange(t) < stage_pos[state.stage]
+    (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state.params, arch, batch, active_T)
+    lr = learning_rate(hp, state.step, tcfg)
+    opt_state = set_hyperparams(state.opt_state, lr, hp.weight_decay)
+    updates, opt_state = tx.update(grads, opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    finite = jnp.isfinite(loss) & jnp.all(jnp.asarray(
+        [jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+    ok = finite & ~state.frozen
+    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+    last = len(stages) - 1
+    if tcfg.curriculum == "fixed":
+      stage = jnp.minimum((state.step + 1) // max(tcfg.steps_per_stage, 1), last)
+    elif tcfg.curriculum == "adaptive":
+      stage = jnp.minimum(state.stage + (acc >= tcfg.advance_at), last)
+    else:
+      stage = state.stage
+    new = State(params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state),
+                step=state.step + 1, stage=jnp.where(ok, stage, state.stage),
+                frozen=state.frozen | ~finite)
+    metrics = dict(loss=loss, accuracy=acc, lr=lr, stage=state.stage, frozen=new.frozen)
+    return new, metrics
+
+  return step
+
+
+def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
+  """A jitted function running `steps_per_call` steps of all M models in one dispatch.
+
+  (state_M, hparams_M, arch_M) -> (state_M, metrics {name: [K, M]}); state is donated.
+  """
+  step_M = jax.vmap(make_step(task, cfg, tcfg))  # the one vmap over models
+
+  def chunk(state_M, hp_M, arch_M):
+    return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,
+                        length=steps_per_call)
+
+  return jax.jit(chunk, donate_argnums=0)

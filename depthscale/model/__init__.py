@@ -1,0 +1,4 @@
+"""One transformer, written for one model. Knows nothing of the models axis M."""
+from depthscale.model.transformer import Arch, ModelConfig, Transformer, arch_for
+
+__all__ = ["Arch", "ModelConfig", "Transformer", "arch_for"]

@@ -1,0 +1,156 @@
+"""A causal pre-LN transformer (Flax linen), standard or looped, that can run padded.
+
+The model's static shape (ModelConfig) may be larger than the true shape of the model
+it runs: per-model `Arch` data (layer/repeat mask, width mask, true head size) makes a
+zero-padded parameter tree compute exactly what the true-shape model computes.
+Written for one model; never imports core/, sweep/ or tasks/.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Static shape. For looped models, `depth` layers form a block repeated `repeats` times."""
+  depth: int
+  width: int
+  heads: int
+  max_len: int
+  output_dim: int
+  vocab: int | None = None       # token inputs, or
+  input_dim: int | None = None   # continuous inputs (linear projection)
+  mlp_ratio: int = 4
+  pos: str = "learned"           # learned | rotary | none
+  repeats: int = 1               # > 1 only for looped models
+  head_size: int | None = None   # per-head size; default width // heads
+
+  @property
+  def head_dim(self) -> int:
+    return self.head_size or self.width // self.heads
+
+
+@flax.struct.dataclass
+class Arch:
+  """Per-model data that lets a padded program run one model's true shape."""
+  layer_mask_L: jax.Array    # [depth] 1.0 for the model's layers
+  repeat_mask_R: jax.Array   # [repeats] 1.0 for the repeats the model applies
+  width_mask_D: jax.Array    # [width] 1.0 for the model's residual units
+  head_dim: jax.Array        # scalar: the model's true head size (scale and rotary)
+
+
+def arch_for(cfg: ModelConfig, depth: int, width: int, heads: int, repeats: int = 1) -> Arch:
+  """The Arch of a model of true shape (depth, width, heads, repeats) inside `cfg`."""
+  f32 = jnp.float32
+  return Arch(
+      layer_mask_L=(jnp.arange(cfg.depth) < depth).astype(f32),
+      repeat_mask_R=(jnp.arange(cfg.repeats) < repeats).astype(f32),
+      width_mask_D=(jnp.arange(cfg.width) < width).astype(f32),
+      head_dim=jnp.asarray(width // heads, f32))
+
+
+def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
+  """LayerNorm whose statistics run over the active units only; padded units give 0."""
+  n = jnp.sum(mask_D)
+  mean_T = jnp.sum(x_TxD * mask_D, -1, keepdims=True) / n
+  centred_TxD = (x_TxD - mean_T) * mask_D
+  var_T = jnp.sum(centred_TxD * centred_TxD, -1, keepdims=True) / n
+  return centred_TxD * jax.lax.rsqrt(var_T + eps) * scale_D + bias_D * mask_D
+
+
+class LayerNorm(nn.Module):
+  @nn.compact
+  def __call__(self, x_TxD, mask_D):
+    d = x_TxD.shape[-1]
+    scale = self.param("scale", nn.initializers.ones, (d,))
+    bias = self.param("bias", nn.initializers.zeros, (d,))
+    return masked_layer_norm(x_TxD, scale, bias, mask_D)
+
+
+def rotate(x_TxHxK, head_dim):
+  """Rotary embedding on interleaved pairs, frequencies from the true head size."""
+  t, _, k = x_TxHxK.shape
+  i = jnp.arange(k // 2, dtype=jnp.float32)
+  inv_freq = 10000.0 ** (-2.0 * i / head_dim)  # true head size: same as unpadded
+  angle_TxI = jnp.arange(t, dtype=jnp.float32)[:, None] * inv_freq[None, :]
+  cos, sin = jnp.cos(angle_TxI)[:, None, :], jnp.sin(angle_TxI)[:, None, :]
+  x1, x2 = x_TxHxK[..., 0::2], x_TxHxK[..., 1::2]
+  out = jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+  return out.reshape(x_TxHxK.shape)
+
+
+class Block(nn.Module):
+  """One pre-LN layer: x + attn(LN(x)), then x + mlp(LN(x)); scaled by the layer mask."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_TxD, on, arch: Arch):
+    cfg = self.cfg
+    h, k, d = cfg.heads, cfg.head_dim, cfg.width
+    init = nn.initializers.normal(0.02)
+    y = LayerNorm(name="ln1")(x_TxD, arch.width_mask_D)
+    q_TxHxK = nn.DenseGeneral((h, k), kernel_init=init, name="q")(y)
+    k_TxHxK = nn.DenseGeneral((h, k), kernel_init=init, name="k")(y)
+    v_TxHxK = nn.DenseGeneral((h, k), kernel_init=init, name="v")(y)
+    if cfg.pos == "rotary":
+      q_TxHxK, k_TxHxK = rotate(q_TxHxK, arch.head_dim), rotate(k_TxHxK, arch.head_dim)
+    t = x_TxD.shape[0]
+    logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK) * jax.lax.rsqrt(arch.head_dim)
+    causal_TxT = jnp.tril(jnp.ones((t, t), bool))
+    logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(jnp.float32).min)
+    attn_HxTxT = jax.nn.softmax(logits_HxTxT, axis=-1)
+    o_TxHxK = jnp.einsum("hts,shk->thk", attn_HxTxT, v_TxHxK)
+    x_TxD = x_TxD + on * nn.DenseGeneral(d, axis=(-2, -1), kernel_init=init, name="o")(o_TxHxK)
+    y = LayerNorm(name="ln2")(x_TxD, arch.width_mask_D)
+    y = nn.gelu(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, name="mlp_in")(y))
+    x_TxD = x_TxD + on * nn.Dense(d, kernel_init=init, name="mlp_out")(y)
+    return x_TxD
+
+
+class Stack(nn.Module):
+  """`depth` layers with stacked parameters [depth, ...], scanned."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_TxD, arch: Arch):
+    def body(block, x, on):
+      return block(x, on, arch), None
+    scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
+                   length=self.cfg.depth)
+    x_TxD, _ = scan(Block(self.cfg, name="layer"), x_TxD, arch.layer_mask_L)
+    return x_TxD
+
+
+class Transformer(nn.Module):
+  """Maps one sequence [T] (tokens) or [T, input_dim] (vectors) to outputs [T, output_dim]."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, inputs, arch: Arch):
+    cfg = self.cfg
+    init = nn.initializers.normal(0.02)
+    if cfg.vocab is not None:
+      x_TxD = nn.Embed(cfg.vocab, cfg.width, embedding_init=init, name="embed")(inputs)
+    else:
+      x_TxD = nn.Dense(cfg.width, kernel_init=init, name="embed")(inputs)
+    t = x_TxD.shape[0]
+    if cfg.pos == "learned":
+      pos_TxD = self.param("pos", init, (cfg.max_len, cfg.width))
+      x_TxD = x_TxD + pos_TxD[:t]
+    stack = Stack(cfg, name="stack")
+    if cfg.repeats == 1:
+      x_TxD = stack(x_TxD, arch)
+    else:  # looped: the same block applied `repeats` times, masked per model
+      def body(mdl, x, on):
+        return x + on * (mdl(x, arch) - x), None
+      loop = nn.scan(body, variable_broadcast="params", split_rngs={"params": False},
+                     length=cfg.repeats)
+      x_TxD, _ = loop(stack, x_TxD, arch.repeat_mask_R)
+    x_TxD = LayerNorm(name="ln_f")(x_TxD, arch.width_mask_D)
+    return nn.Dense(cfg.output_dim, kernel_init=init, name="head")(x_TxD)

@@ -1,0 +1,79 @@
+"""The task contract: a pure, jittable, vmappable sampler of (inputs, targets, mask).
+
+Every task is written for one example stream and knows nothing of models.
+Must not import depthscale.model, depthscale.core or anything above them.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import flax.struct
+import jax
+
+
+@flax.struct.dataclass
+class Batch:
+  """One batch. Leading axes [B, T]; `mask` marks positions that count in loss/accuracy.
+
+  inputs:  int32 [B, T] token ids, or float32 [B, T, input_dim] for continuous tasks.
+  targets: int32 [B, T] class ids, or float32 [B, T, output_dim] for regression tasks.
+  mask:    bool [B, T].
+  """
+  inputs: jax.Array
+  targets: jax.Array
+  mask: jax.Array
+
+
+class Task(abc.ABC):
+  """A synthetic task. Subclasses set the attributes below in __init__.
+
+  Attributes:
+    name: registry name.
+    loss: "xent" (integer targets, `output_dim` classes) or "mse" (float targets).
+    input_vocab: number of input token ids, or None for continuous inputs.
+    input_dim: features per input position when continuous, else None.
+    default_length: the paper's size parameter.
+  """
+  name: str
+  loss: str
+  input_vocab: int | None
+  input_dim: int | None
+  default_length: int
+
+  @abc.abstractmethod
+  def output_dim(self, length: int) -> int:
+    """Classes (xent) or values (mse) per output position at size `length`."""
+
+  @abc.abstractmethod
+  def seq_len(self, length: int) -> int:
+    """Number of sequence positions T for size parameter `length`."""
+
+  @abc.abstractmethod
+  def sample(self, key: jax.Array, batch_size: int, length: int) -> Batch:
+    """A batch of `batch_size` examples at size `length` (static). Pure in `key`."""
+
+  @abc.abstractmethod
+  def decode(self, batch: Batch, i: int) -> dict[str, Any]:
+    """Example `i` of `batch` in plain Python (lists, ints, bools, floats)."""
+
+  def options(self) -> dict[str, Any]:
+    """The options this task was made with (for configs and reports)."""
+    return dict(self._options)
+
+  def check_length(self, length: int) -> None:
+    """Raise a one-line ValueError if `length` is not a valid size parameter."""
+    if not isinstance(length, int) or isinstance(length, bool) or length < 1:
+      raise ValueError(f"{self.name}: length must be a positive int, got {length!r}")
+
+  def __repr__(self) -> str:
+    opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
+    return f"{type(self).__name__}({opts})"
+
+
+def check_options(task_name: str, given: dict[str, Any], valid: dict[str, str]) -> None:
+  """Raise a one-line ValueError naming unknown options and listing the valid ones."""
+  unknown = sorted(set(given) - set(valid))
+  if unknown:
+    listing = ", ".join(f"{k} ({v})" for k, v in valid.items())
+    raise ValueError(f"{task_name}: unknown option(s) {', '.join(unknown)}; valid options: {listing}")
