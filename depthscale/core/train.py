@@ -73,7 +73,7 @@ def stack_hparams(specs) -> Hparams:
 def optimizer(tcfg: TrainConfig) -> optax.GradientTransformation:
   """AdamW (decay on matrices only) with learning rate and decay injected per step."""
   decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)
-  adamw = optax.inject_hyperparams(optax.adamw)(
+  adamw = optax.inject_hyperparams(optax.adamw, static_args=("mask",))(
       learning_rate=0.0, weight_decay=0.0, b1=tcfg.b1, b2=tcfg.b2, mask=decay_mask)
   if tcfg.clip_norm > 0:
     return optax.chain(optax.clip_by_global_norm(tcfg.clip_norm), adamw)
@@ -101,13 +101,11 @@ def learning_rate(hp: Hparams, step, tcfg: TrainConfig):
 def set_hyperparams(opt_state, lr, wd):
   """Write this step's learning rate and weight decay into the injected-hparams state."""
   def fix(s):
-    if isinstance(s, optax.InjectHyperparamsState):
-      hyper = dict(s.hyperparams, learning_rate=lr, weight_decay=wd)
-      return s._replace(hyperparams=hyper)
+    if hasattr(s, "hyperparams"):
+      return s._replace(hyperparams=dict(s.hyperparams, learning_rate=lr, weight_decay=wd))
     return s
-  if isinstance(opt_state, tuple) and not isinstance(opt_state, optax.InjectHyperparamsState):
-    return type(opt_state)(fix(s) for s in opt_state)
-  return fix(opt_state)
+  is_inject = lambda s: hasattr(s, "hyperparams")
+  return jax.tree.map(fix, opt_state, is_leaf=is_inject)
 
 
 def per_token_loss(outputs, targets, loss: str):
@@ -163,15 +161,18 @@ def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
   return step
 
 
-def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
-  """A jitted function running `steps_per_call` steps of all M models in one dispatch.
-
-  (state_M, hparams_M, arch_M) -> (state_M, metrics {name: [K, M]}); state is donated.
-  """
+def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
+  """`steps_per_call` steps of all M models: (state_M, hparams_M, arch_M) ->
+  (state_M, metrics {name: [K, M]}). Un-jitted; see make_train_chunk."""
   step_M = jax.vmap(make_step(task, cfg, tcfg))  # the one vmap over models
 
   def chunk(state_M, hp_M, arch_M):
     return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,
                         length=steps_per_call)
 
-  return jax.jit(chunk, donate_argnums=0)
+  return chunk
+
+
+def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
+  """chunk_fn, jitted, with the state donated: one dispatch runs K steps of M models."""
+  return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call), donate_argnums=0)

@@ -30,6 +30,7 @@ class ModelConfig:
   pos: str = "learned"           # learned | rotary | none
   repeats: int = 1               # > 1 only for looped models
   head_size: int | None = None   # per-head size; default width // heads
+  dtype: str = "float32"         # parameters and activations (float64 needs jax_enable_x64)
 
   @property
   def head_dim(self) -> int:
@@ -47,7 +48,7 @@ class Arch:
 
 def arch_for(cfg: ModelConfig, depth: int, width: int, heads: int, repeats: int = 1) -> Arch:
   """The Arch of a model of true shape (depth, width, heads, repeats) inside `cfg`."""
-  f32 = jnp.float32
+  f32 = jnp.dtype(cfg.dtype)
   return Arch(
       layer_mask_L=(jnp.arange(cfg.depth) < depth).astype(f32),
       repeat_mask_R=(jnp.arange(cfg.repeats) < repeats).astype(f32),
@@ -65,20 +66,22 @@ def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
 
 
 class LayerNorm(nn.Module):
+  dtype: str = "float32"
+
   @nn.compact
   def __call__(self, x_TxD, mask_D):
     d = x_TxD.shape[-1]
-    scale = self.param("scale", nn.initializers.ones, (d,))
-    bias = self.param("bias", nn.initializers.zeros, (d,))
+    scale = self.param("scale", nn.initializers.ones, (d,), self.dtype)
+    bias = self.param("bias", nn.initializers.zeros, (d,), self.dtype)
     return masked_layer_norm(x_TxD, scale, bias, mask_D)
 
 
 def rotate(x_TxHxK, head_dim):
   """Rotary embedding on interleaved pairs, frequencies from the true head size."""
   t, _, k = x_TxHxK.shape
-  i = jnp.arange(k // 2, dtype=jnp.float32)
+  i = jnp.arange(k // 2, dtype=x_TxHxK.dtype)
   inv_freq = 10000.0 ** (-2.0 * i / head_dim)  # true head size: same as unpadded
-  angle_TxI = jnp.arange(t, dtype=jnp.float32)[:, None] * inv_freq[None, :]
+  angle_TxI = jnp.arange(t, dtype=x_TxHxK.dtype)[:, None] * inv_freq[None, :]
   cos, sin = jnp.cos(angle_TxI)[:, None, :], jnp.sin(angle_TxI)[:, None, :]
   x1, x2 = x_TxHxK[..., 0::2], x_TxHxK[..., 1::2]
   out = jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
@@ -94,22 +97,23 @@ class Block(nn.Module):
     cfg = self.cfg
     h, k, d = cfg.heads, cfg.head_dim, cfg.width
     init = nn.initializers.normal(0.02)
-    y = LayerNorm(name="ln1")(x_TxD, arch.width_mask_D)
-    q_TxHxK = nn.DenseGeneral((h, k), kernel_init=init, name="q")(y)
-    k_TxHxK = nn.DenseGeneral((h, k), kernel_init=init, name="k")(y)
-    v_TxHxK = nn.DenseGeneral((h, k), kernel_init=init, name="v")(y)
+    dt = dict(dtype=cfg.dtype, param_dtype=cfg.dtype)
+    y = LayerNorm(cfg.dtype, name="ln1")(x_TxD, arch.width_mask_D)
+    q_TxHxK = nn.DenseGeneral((h, k), use_bias=False, kernel_init=init, **dt, name="q")(y)
+    k_TxHxK = nn.DenseGeneral((h, k), use_bias=False, kernel_init=init, **dt, name="k")(y)
+    v_TxHxK = nn.DenseGeneral((h, k), use_bias=False, kernel_init=init, **dt, name="v")(y)
     if cfg.pos == "rotary":
       q_TxHxK, k_TxHxK = rotate(q_TxHxK, arch.head_dim), rotate(k_TxHxK, arch.head_dim)
     t = x_TxD.shape[0]
     logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK) * jax.lax.rsqrt(arch.head_dim)
     causal_TxT = jnp.tril(jnp.ones((t, t), bool))
-    logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(jnp.float32).min)
+    logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(logits_HxTxT.dtype).min)
     attn_HxTxT = jax.nn.softmax(logits_HxTxT, axis=-1)
     o_TxHxK = jnp.einsum("hts,shk->thk", attn_HxTxT, v_TxHxK)
-    x_TxD = x_TxD + on * nn.DenseGeneral(d, axis=(-2, -1), kernel_init=init, name="o")(o_TxHxK)
-    y = LayerNorm(name="ln2")(x_TxD, arch.width_mask_D)
-    y = nn.gelu(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, name="mlp_in")(y))
-    x_TxD = x_TxD + on * nn.Dense(d, kernel_init=init, name="mlp_out")(y)
+    x_TxD = x_TxD + on * nn.DenseGeneral(d, axis=(-2, -1), kernel_init=init, **dt, name="o")(o_TxHxK)
+    y = LayerNorm(cfg.dtype, name="ln2")(x_TxD, arch.width_mask_D)
+    y = nn.gelu(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, **dt, name="mlp_in")(y))
+    x_TxD = x_TxD + on * nn.Dense(d, kernel_init=init, **dt, name="mlp_out")(y)
     return x_TxD
 
 
@@ -135,13 +139,14 @@ class Transformer(nn.Module):
   def __call__(self, inputs, arch: Arch):
     cfg = self.cfg
     init = nn.initializers.normal(0.02)
+    dt = dict(dtype=cfg.dtype, param_dtype=cfg.dtype)
     if cfg.vocab is not None:
-      x_TxD = nn.Embed(cfg.vocab, cfg.width, embedding_init=init, name="embed")(inputs)
+      x_TxD = nn.Embed(cfg.vocab, cfg.width, embedding_init=init, **dt, name="embed")(inputs)
     else:
-      x_TxD = nn.Dense(cfg.width, kernel_init=init, name="embed")(inputs)
+      x_TxD = nn.Dense(cfg.width, kernel_init=init, **dt, name="embed")(inputs)
     t = x_TxD.shape[0]
     if cfg.pos == "learned":
-      pos_TxD = self.param("pos", init, (cfg.max_len, cfg.width))
+      pos_TxD = self.param("pos", init, (cfg.max_len, cfg.width), cfg.dtype)
       x_TxD = x_TxD + pos_TxD[:t]
     stack = Stack(cfg, name="stack")
     if cfg.repeats == 1:
@@ -152,5 +157,5 @@ class Transformer(nn.Module):
       loop = nn.scan(body, variable_broadcast="params", split_rngs={"params": False},
                      length=cfg.repeats)
       x_TxD, _ = loop(stack, x_TxD, arch.repeat_mask_R)
-    x_TxD = LayerNorm(name="ln_f")(x_TxD, arch.width_mask_D)
-    return nn.Dense(cfg.output_dim, kernel_init=init, name="head")(x_TxD)
+    x_TxD = LayerNorm(cfg.dtype, name="ln_f")(x_TxD, arch.width_mask_D)
+    return nn.Dense(cfg.output_dim, kernel_init=init, **dt, name="head")(x_TxD)

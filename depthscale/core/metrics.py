@@ -1,0 +1,60 @@
+"""Held-out evaluation of all M models at once: per-position accuracy, n*, losses.
+
+The held-out set is one fixed batch per (task, length), the same for every model.
+Written for one model and vmapped over M here; imports model/ and tasks' Batch only.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from depthscale.core.train import per_token_loss
+from depthscale.model import ModelConfig, Transformer
+
+HELD_OUT_SEED = 2**31 - 1
+
+
+def held_out(task, length: int, size: int):
+  """The fixed held-out batch of `task` at `length` (never a training key)."""
+  return task.sample(jax.random.key(HELD_OUT_SEED), size, length)
+
+
+def n_star(acc_T, mask_T, threshold: float = 0.95) -> int:
+  """Number of leading counted positions whose accuracy is >= threshold."""
+  acc = np.asarray(acc_T)[np.asarray(mask_T)]
+  below = np.nonzero(acc < threshold)[0]
+  return int(below[0]) if below.size else int(acc.size)
+
+
+def make_evaluate(task, cfg: ModelConfig):
+  """jitted (params_M, arch_M, batch) -> {per_position_acc [M,T], loss [M], seq_acc [M],
+  per_position_loss [M,T], chain_loss [M,D] (retrieval with implicit curriculum)}."""
+  model = Transformer(cfg)
+
+  def one(params, arch, batch):
+    out = jax.vmap(lambda x: model.apply({"params": params}, x, arch))(batch.inputs)
+    loss_BxT, correct_BxT = per_token_loss(out, batch.targets, task.loss)
+    m_BxT = batch.mask.astype(jnp.float32)
+    per_pos = lambda v: (v * m_BxT).sum(0) / jnp.maximum(m_BxT.sum(0), 1.0)
+    res = dict(per_position_acc=per_pos(correct_BxT), per_position_loss=per_pos(loss_BxT),
+               loss=(loss_BxT * m_BxT).sum() / m_BxT.sum(),
+               seq_acc=jnp.mean(jnp.all((correct_BxT > 0) | (m_BxT == 0), axis=1)))
+    if task.name == "retrieval" and task.options().get("implicit_curriculum"):
+      k = task.options()["dim"]
+      err_BxTxDxK = jnp.square(out - batch.targets).reshape(out.shape[:2] + (-1, k))
+      err_BxTxD = err_BxTxDxK.mean(-1)
+      res["chain_loss"] = (err_BxTxD * m_BxT[..., None]).sum((0, 1)) / m_BxT.sum()
+    return res
+
+  return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
+
+
+def summarize(res_M, mask_T, threshold: float = 0.95) -> list[dict]:
+  """Host-side rows per model: n*, final held-out loss, sequence accuracy."""
+  res = jax.device_get(res_M)
+  rows = []
+  for m in range(len(res["loss"])):
+    rows.append(dict(n_star=n_star(res["per_position_acc"][m], mask_T, threshold),
+                     eval_loss=float(res["loss"][m]), seq_acc=float(res["seq_acc"][m])))
+  return rows
