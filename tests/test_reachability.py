@@ -8,7 +8,6 @@ import scipy.stats
 
 from depthscale.tasks.reachability import Reachability
 
-jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Each setting costs one XLA compile (~0.5 s cycles, ~1.7 s random on 2 CPU cores).
 SETTINGS = [("random", d, n) for d in (False, True) for n in (6, 16, 32)] + [

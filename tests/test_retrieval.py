@@ -8,7 +8,6 @@ import scipy.stats
 
 from depthscale.tasks.retrieval import Retrieval, position_code
 
-jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # (implicit_curriculum, D, N, K); each costs one small XLA compile.
 SETTINGS = [(True, 1, 1, 2), (True, 3, 4, 4), (True, 5, 4, 4), (True, 5, 4, 2), (True, 8, 4, 2),

@@ -59,10 +59,11 @@ def arch_for(cfg: ModelConfig, depth: int, width: int, heads: int, repeats: int 
 def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
   """LayerNorm whose statistics run over the active units only; padded units give 0."""
   n = jnp.sum(mask_D)
-  mean_T = jnp.sum(x_TxD * mask_D, -1, keepdims=True) / n
-  centred_TxD = (x_TxD - mean_T) * mask_D
-  var_T = jnp.sum(centred_TxD * centred_TxD, -1, keepdims=True) / n
-  return centred_TxD * jax.lax.rsqrt(var_T + eps) * scale_D + bias_D * mask_D
+  m_1xD, scale_1xD, bias_1xD = mask_D[None], scale_D[None], bias_D[None]
+  mean_Tx1 = jnp.sum(x_TxD * m_1xD, -1, keepdims=True) / n
+  centred_TxD = (x_TxD - mean_Tx1) * m_1xD
+  var_Tx1 = jnp.sum(centred_TxD * centred_TxD, -1, keepdims=True) / n
+  return centred_TxD * jax.lax.rsqrt(var_Tx1 + eps) * scale_1xD + bias_1xD * m_1xD
 
 
 class LayerNorm(nn.Module):

@@ -59,7 +59,7 @@ def _sample(key: jax.Array, batch_size: int, length: int, alphabet: int, no_repe
   # One draw for everything (threefry is costly to compile): column 0 is k (random-k
   # mode), columns 1.. the letters, or with no_repeat X_0 then steps u_i in 0..alphabet-2.
   high_T = [k_max + 1] + [alphabet] + [alphabet - 1 if no_repeat else alphabet] * (length - 1)
-  draw_BxT = jax.random.randint(key, (batch_size, length + 1), 0, jnp.asarray(high_T, jnp.int32),
+  draw_BxT = jax.random.randint(key, (batch_size, length + 1), 0, jnp.asarray(high_T, jnp.int32)[None],
                                 dtype=jnp.int32)
   if no_repeat:  # X_i = X_{i-1} + 1 + u_i (mod alphabet): uniform over letters != X_{i-1}
     incr_BxN = draw_BxT[:, 1:].at[:, 1:].add(1)  # cumsum < alphabet * length: no int32 overflow

@@ -1,0 +1,1 @@
+"""Sweeps: from a grid of models to trained groups and result rows."""
