@@ -1,8 +1,10 @@
 """Train one group of models (one compiled program) to the end and evaluate it.
 
 Metrics of chunk c are read on the host only after chunk c+1 is dispatched, so the
-device never waits for Python. Progress bar: models, steps, steps/s, ETA.
-Imports core/, model/ and tasks/; writes no files.
+device never waits for Python. With checkpoints, the whole stacked state and the curves
+so far are saved every `checkpoint_every` steps; a rerun resumes from the latest and,
+since batches are a function of (seed, step), produces the same bits.
+Imports core/, model/, tasks/ and io.checkpoint; writes only through the checkpointer.
 """
 from __future__ import annotations
 
@@ -15,50 +17,87 @@ from tqdm.auto import tqdm
 
 from depthscale.core import ensemble, metrics, train
 
+CURVES = ("loss", "accuracy", "lr", "stage")
+
+
+class Interrupted(Exception):
+  """A stop was requested (SIGTERM/SIGUSR2); the state was checkpointed at `step`."""
+
+  def __init__(self, step: int):
+    super().__init__(f"stopped at step {step}")
+    self.step = step
+
 
 @dataclasses.dataclass
 class GroupResult:
   rows: list[dict]                 # one per model, in spec order
   curves: dict[str, np.ndarray]    # name -> [steps, M]
-  per_position_acc: np.ndarray     # [M, T] held-out
+  per_position_acc: np.ndarray     # [M, counted positions] held-out
+
+
+def build(task, specs, tcfg: train.TrainConfig, pos="learned", mlp_ratio=4):
+  cfg = ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
+                              output_dim=task.output_dim(tcfg.length), vocab=task.input_vocab,
+                              input_dim=task.input_dim, pos=pos, mlp_ratio=mlp_ratio)
+  state = train.init_state(ensemble.init_params(specs, cfg), tcfg)
+  return cfg, state, train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
 
 
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
-                eval_size: int = 1000, pos: str = "learned", progress: bool = True,
-                desc: str = "group") -> GroupResult:
-  if tcfg.total_steps % steps_per_call:
-    raise ValueError(f"total_steps ({tcfg.total_steps}) must be a multiple of "
-                     f"steps_per_call ({steps_per_call})")
-  length = tcfg.length
-  cfg = ensemble.group_config(specs, max_len=task.seq_len(length),
-                              output_dim=task.output_dim(length), vocab=task.input_vocab,
-                              input_dim=task.input_dim, pos=pos)
-  state = train.init_state(ensemble.init_params(specs, cfg), tcfg)
-  hp, arch = train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
-  chunk = train.make_train_chunk(task, cfg, tcfg, steps_per_call)
-  curves, pending = [], None
-  bar = tqdm(total=tcfg.total_steps, desc=f"{desc} ({len(specs)} models)", unit="step",
+                eval_size: int = 1000, threshold: float = 0.95, pos: str = "learned",
+                mlp_ratio: int = 4, progress: bool = True, desc: str = "group",
+                checkpoints=None, checkpoint_every: int = 0,
+                should_stop=lambda: False) -> GroupResult:
+  k, total = steps_per_call, tcfg.total_steps
+  if total % k or (checkpoint_every and checkpoint_every % k):
+    raise ValueError(f"total_steps ({total}) and checkpoint_every ({checkpoint_every}) must "
+                     f"be multiples of steps_per_call ({k})")
+  cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio)
+  m = len(specs)
+  curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
+  start = 0
+  if checkpoints is not None:
+    step, saved = checkpoints.restore_latest({"state": state, "curves": curves})
+    if step is not None:
+      state, curves, start = saved["state"], saved["curves"], step
+  chunk = train.make_train_chunk(task, cfg, tcfg, k)
+  bar = tqdm(total=total, initial=start, desc=f"{desc} ({m} models)", unit="step",
              disable=not progress, leave=False)
-  start = time.perf_counter()
-  for _ in range(tcfg.total_steps // steps_per_call):
-    state, m = chunk(state, hp, arch)       # dispatched; runs while we read the last one
+  t0, pending = time.perf_counter(), None
+
+  def drain(upto):  # copy the metrics of the chunk ending at `upto` to the host
+    got = jax.device_get(pending)
+    for name in CURVES:
+      curves[name][upto - k:upto] = got[name]
+    bar.update(k)
+
+  for at in range(start + k, total + 1, k):
+    state, new = chunk(state, hp, arch)   # dispatched; runs while we read the last one
     if pending is not None:
-      curves.append(jax.device_get(pending))
-      bar.update(steps_per_call)
-    pending = m
-  curves.append(jax.device_get(pending))
-  bar.update(steps_per_call)
+      drain(at - k)
+    pending = new
+    saving = checkpoints is not None and checkpoint_every and at % checkpoint_every == 0
+    stop = should_stop()
+    if (saving or stop) and at < total:
+      drain(at)
+      pending = None
+      checkpoints.save(at, {"state": state, "curves": curves})
+      if stop:
+        bar.close()
+        raise Interrupted(at)
+  if pending is not None:
+    drain(total)
   bar.close()
-  train_s = time.perf_counter() - start
-  batch = metrics.held_out(task, length, eval_size)
+  train_s = time.perf_counter() - t0
+  batch = metrics.held_out(task, tcfg.length, eval_size)
   res = metrics.make_evaluate(task, cfg)(state.params, arch, batch)
   mask_T = np.asarray(batch.mask).any(0)
-  curves = {k: np.concatenate([c[k] for c in curves]) for k in curves[0]}
-  rows = metrics.summarize(res, mask_T)
-  for spec, row, m in zip(specs, rows, range(len(specs))):
+  rows = metrics.summarize(res, mask_T, threshold)
+  frozen = np.asarray(state.frozen)
+  for i, (spec, row) in enumerate(zip(specs, rows)):
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
-               seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=length,
-               final_loss=float(curves["loss"][-1, m]), steps=tcfg.total_steps,
-               frozen=bool(np.asarray(state.frozen)[m]), train_s=train_s)
+               seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
+               final_loss=float(curves["loss"][-1, i]), steps=total, frozen=bool(frozen[i]),
+               train_s=train_s)
   acc = np.asarray(jax.device_get(res["per_position_acc"]))[:, mask_T]
   return GroupResult(rows=rows, curves=curves, per_position_acc=acc)

@@ -34,12 +34,16 @@ class Task(abc.ABC):
     input_vocab: number of input token ids, or None for continuous inputs.
     input_dim: features per input position when continuous, else None.
     default_length: the paper's size parameter.
+    prefix_consistent: True when the first t positions of an example at length n are an
+      example at length t (labels depend on the prefix only): a length curriculum may
+      then mask later positions instead of resampling.
   """
   name: str
   loss: str
   input_vocab: int | None
   input_dim: int | None
   default_length: int
+  prefix_consistent: bool = False
 
   @abc.abstractmethod
   def output_dim(self, length: int) -> int:

@@ -103,6 +103,7 @@ class KHop(Task):
     self.no_repeat = opts["no_repeat"]
     self.null = self.alphabet
     self.name = "khop"
+    self.prefix_consistent = True
     self.loss = "xent"
     self.input_vocab = self.alphabet + 2 + self.k_max
     self.input_dim = None

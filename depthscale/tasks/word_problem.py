@@ -93,6 +93,7 @@ class WordProblem(Task):
     else:
       self.table = multiplication_table(self.elements)
     self.name = "word_problem"
+    self.prefix_consistent = True
     self.loss = "xent"
     self.input_vocab = num
     self.input_dim = None

@@ -1,0 +1,176 @@
+"""Study configs: defaults, loading `file.py[:arg]` with `--config.a.b=v` overrides, and
+validation that names the bad field in one line before anything compiles.
+
+Imports tasks/ only (to check task names and options); never model/, core/ or sweep/.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+
+import ml_collections
+
+from depthscale import tasks
+
+
+class ConfigError(ValueError):
+  """A user's config is wrong; the message is one line naming the field."""
+
+
+def defaults() -> ml_collections.ConfigDict:
+  """Every field a study may set, with sensible defaults."""
+  c = ml_collections.ConfigDict()
+  c.name = "study"
+  c.task = "word_problem"
+  c.task_options = ml_collections.ConfigDict()
+  c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
+                                          length=[16], repeats=[1]))
+  c.model = ml_collections.ConfigDict(dict(heads=4, mlp_ratio=4, pos="learned"))
+  c.train = ml_collections.ConfigDict(dict(
+      batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
+      decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
+      advance_at=0.95))
+  c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))
+  c.plan = ml_collections.ConfigDict(dict(strategy="auto", max_models_per_group=64,
+                                          gflops=20.0, compile_s=20.0))
+  c.checkpoint_every = 500
+  c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
+  c.paper_fit = ml_collections.ConfigDict()
+  return c
+
+
+def load(spec: str, overrides: list[str] | None = None) -> ml_collections.ConfigDict:
+  """Load `path.py[:arg]` (its get_config(arg)), merged over defaults, then overrides
+  `a.b=v`. Raises ConfigError (one line) on any problem."""
+  path, _, arg = spec.partition(":")
+  if not os.path.isfile(path):
+    raise ConfigError(f"--config: no such file {path!r}")
+  mod_spec = importlib.util.spec_from_file_location("depthscale_user_config", path)
+  mod = importlib.util.module_from_spec(mod_spec)
+  try:
+    mod_spec.loader.exec_module(mod)
+  except Exception as e:  # the user's file: report, don't trace
+    raise ConfigError(f"--config: {path} failed to load: {type(e).__name__}: {e}") from None
+  if not hasattr(mod, "get_config"):
+    raise ConfigError(f"--config: {path} has no get_config(arg=None)")
+  user = mod.get_config(arg or None)
+  c = defaults()
+  with c.unlocked():
+    c.update(user)
+  for o in overrides or []:
+    apply_override(c, o)
+  return c
+
+
+def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
+  """Apply one `a.b=v` override; v is parsed as a Python literal, else kept a string."""
+  import ast
+  key, eq, raw = text.partition("=")
+  if not eq:
+    raise ConfigError(f"override {text!r}: write it as --config.FIELD=VALUE")
+  try:
+    value = ast.literal_eval(raw)
+  except (ValueError, SyntaxError):
+    value = raw
+  node, parts = c, key.split(".")
+  for p in parts[:-1]:
+    if p not in node:
+      raise ConfigError(f"--config.{key}: no field {p!r}")
+    node = node[p]
+  if parts[-1] not in node:
+    raise ConfigError(f"--config.{key}: unknown field; valid: {', '.join(sorted(node.keys()))}")
+  with node.unlocked() if hasattr(node, "unlocked") else _null():
+    node[parts[-1]] = value
+
+
+class _null:
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *a):
+    return False
+
+
+def _ints(c, field, lo=1):
+  vals = c.grid[field] if field in c.grid else None
+  if not isinstance(vals, (list, tuple)) or not vals:
+    raise ConfigError(f"grid.{field}: must be a non-empty list")
+  for v in vals:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+      raise ConfigError(f"grid.{field}: {v!r} is not an int >= {lo}")
+  return list(vals)
+
+
+def _num(c, field, lo=0.0, strict=False, integer=False):
+  sec, name = field.split(".")
+  v = c[sec][name]
+  ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+  if integer:
+    ok = ok and isinstance(v, int)
+  if not ok or v < lo or (strict and v <= lo):
+    kind = "an int" if integer else "a number"
+    cmp = ">" if strict else ">="
+    raise ConfigError(f"{field}: {v!r} is not {kind} {cmp} {lo}")
+  return v
+
+
+def validate(c: ml_collections.ConfigDict):
+  """Check every field a user sets; returns the task. One-line ConfigError otherwise."""
+  try:
+    task = tasks.make(c.task, **dict(c.task_options))
+  except ValueError as e:
+    raise ConfigError(f"task: {e}") from None
+  depths, widths = _ints(c, "depth"), _ints(c, "width")
+  _ints(c, "seed", lo=0)
+  lengths, repeats = _ints(c, "length"), _ints(c, "repeats")
+  lrs = c.grid.lr
+  if not isinstance(lrs, (list, tuple)) or not lrs:
+    raise ConfigError("grid.lr: must be a non-empty list")
+  for v in lrs:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+      raise ConfigError(f"grid.lr: {v!r} is not a positive number")
+  heads = c.model.heads
+  if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+    raise ConfigError(f"model.heads: {heads!r} is not an int >= 1")
+  for w in widths:
+    if w % heads:
+      raise ConfigError(f"grid.width: {w} is not divisible by model.heads={heads}")
+  if c.model.pos not in ("learned", "rotary", "none"):
+    raise ConfigError(f"model.pos: {c.model.pos!r}; valid: learned, rotary, none")
+  _num(c, "model.mlp_ratio", 1, integer=True)
+  _num(c, "train.batch_size", 1, integer=True)
+  steps = _num(c, "train.steps", 1, integer=True)
+  k = _num(c, "train.steps_per_call", 1, integer=True)
+  if steps % k:
+    raise ConfigError(f"train.steps: {steps} is not a multiple of train.steps_per_call={k}")
+  every = c.checkpoint_every
+  if isinstance(every, bool) or not isinstance(every, int) or every < k or every % k:
+    raise ConfigError(f"checkpoint_every: {every!r} must be a multiple of "
+                      f"train.steps_per_call={k}")
+  _num(c, "train.weight_decay", 0.0)
+  _num(c, "train.warmup", 0, integer=True)
+  _num(c, "train.clip_norm", 0.0)
+  if c.train.decay not in ("constant", "linear", "cosine"):
+    raise ConfigError(f"train.decay: {c.train.decay!r}; valid: constant, linear, cosine")
+  if c.train.curriculum not in ("none", "fixed", "adaptive"):
+    raise ConfigError(f"train.curriculum: {c.train.curriculum!r}; valid: none, fixed, adaptive")
+  if c.train.curriculum == "fixed":
+    _num(c, "train.steps_per_stage", 1, integer=True)
+  if c.train.curriculum != "none" and not getattr(task, "prefix_consistent", False):
+    raise ConfigError(f"train.curriculum: task {c.task!r} has no length curriculum "
+                      "(its examples are not prefix-consistent); use 'none'")
+  _num(c, "eval.size", 1, integer=True)
+  _num(c, "eval.threshold", 0.0, strict=True)
+  if c.plan.strategy not in ("auto", "bucket", "pad"):
+    raise ConfigError(f"plan.strategy: {c.plan.strategy!r}; valid: auto, bucket, pad")
+  _num(c, "plan.max_models_per_group", 1, integer=True)
+  if c.wandb.mode not in ("", "online", "offline", "disabled"):
+    raise ConfigError(f"wandb.mode: {c.wandb.mode!r}; valid: '', online, offline, disabled")
+  for n in lengths:
+    try:
+      task.check_length(n)
+    except ValueError as e:
+      raise ConfigError(f"grid.length: {e}") from None
+  del depths, repeats
+  return task

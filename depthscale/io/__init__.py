@@ -1,0 +1,1 @@
+"""I/O: checkpoints and experiment trackers; nothing here imports core/ or model/."""

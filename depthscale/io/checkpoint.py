@@ -1,0 +1,38 @@
+"""Checkpoints of one group's whole stacked state (orbax CheckpointManager).
+
+Saves are synchronous and atomic (orbax writes a temporary directory and renames it),
+so a kill -9 at any moment leaves the previous checkpoint intact. A latest checkpoint
+that fails to restore is reported and the one before it is used.
+Imports orbax only; knows nothing of models or sweeps.
+"""
+from __future__ import annotations
+
+import sys
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class GroupCheckpoints:
+  def __init__(self, directory: str, max_to_keep: int = 2):
+    self.manager = ocp.CheckpointManager(
+        directory, options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                                        enable_async_checkpointing=False))
+
+  def save(self, step: int, tree) -> None:
+    self.manager.save(step, args=ocp.args.StandardSave(tree))
+    self.manager.wait_until_finished()
+
+  def restore_latest(self, like):
+    """(step, tree) of the newest checkpoint that restores, or (None, None)."""
+    for step in sorted(self.manager.all_steps(), reverse=True):
+      try:
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        return step, self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+      except Exception as e:  # corrupt or half-written: fall back to the previous one
+        print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
+              f"({type(e).__name__}); trying the previous one", file=sys.stderr)
+    return None, None
+
+  def close(self) -> None:
+    self.manager.close()

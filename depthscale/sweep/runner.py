@@ -1,0 +1,114 @@
+"""Groups -> results: run a plan in a workdir, resumably, and leave results behind.
+
+A workdir keeps its config (config.json); a rerun with a different study is refused.
+Finished groups (groups/<id>.json) are skipped; unfinished ones resume from their
+latest checkpoint. SIGTERM and SIGUSR2 save a checkpoint and exit cleanly.
+Imports config, sweep.grid/plan/group and io/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+from depthscale import config as config_lib
+from depthscale.core import train
+from depthscale.io import results
+from depthscale.io.checkpoint import GroupCheckpoints
+from depthscale.sweep import grid, plan
+from depthscale.sweep.group import Interrupted, train_group
+
+# Fields that may change between runs of one workdir without changing its results.
+NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name")
+
+
+def identity(c) -> dict:
+  d = json.loads(c.to_json_best_effort())
+  return {k: v for k, v in d.items() if k not in NON_IDENTITY}
+
+
+def prepare_workdir(c, workdir: str) -> None:
+  """Write config.json, or refuse (one line) if the workdir holds another study."""
+  path = os.path.join(workdir, "config.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      old = json.load(f)
+    new = json.loads(c.to_json_best_effort())
+    diff = sorted(k for k in set(identity(c)) | {k for k in old if k not in NON_IDENTITY}
+                  if old.get(k) != new.get(k))
+    if diff:
+      raise config_lib.ConfigError(
+          f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
+          "use a new --workdir or rerun with the original config")
+    return
+  os.makedirs(workdir, exist_ok=True)
+  results.write_atomic(path, c.to_json_best_effort(indent=2))
+
+
+def train_config(c, length: int) -> train.TrainConfig:
+  t = c.train
+  return train.TrainConfig(batch_size=t.batch_size, length=length, total_steps=t.steps,
+                           curriculum=t.curriculum, steps_per_stage=t.steps_per_stage,
+                           advance_at=t.advance_at, decay=t.decay, clip_norm=t.clip_norm)
+
+
+class StopFlag:
+  """Set by SIGTERM / SIGUSR2 while installed."""
+
+  def __init__(self):
+    self.set = False
+
+  def __call__(self, *_):
+    self.set = True
+
+  def install(self):
+    for s in (signal.SIGTERM, signal.SIGUSR2):
+      signal.signal(s, self)
+    return self
+
+
+def planned(c):
+  task = config_lib.validate(c)
+  cells = grid.cells(c)
+  return task, plan.make_plan(cells, c, task.seq_len, task.output_dim(max(c.grid.length)))
+
+
+def run(c, workdir: str, progress: bool = True, groups_filter=None) -> list[dict]:
+  """Train every group not yet finished; returns all rows found in the workdir."""
+  task, groups = planned(c)
+  prepare_workdir(c, workdir)
+  stop = StopFlag().install()
+  todo = [g for g in groups if not os.path.exists(results.group_path(workdir, g.id))]
+  if groups_filter is not None:
+    todo = [g for g in todo if groups_filter(g)]
+  print(f"depthscale: {len(groups)} groups, {len(todo)} to train, "
+        f"{sum(len(g.cells) for g in groups)} models -> {workdir}", file=sys.stderr)
+  for i, g in enumerate(todo):
+    ckpt = GroupCheckpoints(os.path.abspath(os.path.join(workdir, "checkpoints", g.id)))
+    try:
+      res = train_group(task, g.specs, train_config(c, g.length),
+                        steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
+                        threshold=c.eval.threshold, pos=c.model.pos,
+                        mlp_ratio=c.model.mlp_ratio, progress=progress,
+                        desc=f"group {i + 1}/{len(todo)} n={g.length}", checkpoints=ckpt,
+                        checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set)
+    except Interrupted as e:
+      print(f"depthscale: stopped; checkpoint of group {g.id} saved at step {e.step}. "
+            "Rerun the same command to resume.", file=sys.stderr)
+      raise SystemExit(0)
+    finally:
+      ckpt.close()
+    for row, cell in zip(res.rows, g.cells):
+      row.update(group=g.id, model=cell.key)
+    results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
+  return collect(workdir)
+
+
+def collect(workdir: str) -> list[dict]:
+  rows = [r for g in results.read_groups(workdir).values() for r in g["rows"]]
+  rows.sort(key=lambda r: (r["length"], r["depth"], r["repeats"], r["width"], r["lr"],
+                           r["seed"]))
+  results.write_results_csv(workdir, rows)
+  return rows
