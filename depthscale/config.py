@@ -26,7 +26,8 @@ def defaults() -> ml_collections.ConfigDict:
   c.task_options = ml_collections.ConfigDict()
   c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
                                           length=[16], repeats=[1]))
-  c.model = ml_collections.ConfigDict(dict(heads=4, mlp_ratio=4, pos="learned"))
+  c.model = ml_collections.ConfigDict(dict(heads=4, head_dim=0, mlp_ratio=4, pos="learned"))
+  # head_dim > 0: heads = width // head_dim for each width (else model.heads everywhere)
   c.train = ml_collections.ConfigDict(dict(
       batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
       decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
@@ -37,6 +38,23 @@ def defaults() -> ml_collections.ConfigDict:
   c.checkpoint_every = 500
   c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
   c.paper_fit = ml_collections.ConfigDict()
+  return c
+
+
+def smoke(c: ml_collections.ConfigDict, length: int = 16, depths=(1, 2, 3),
+          width: int = 32) -> ml_collections.ConfigDict:
+  """The same study shrunk to a couple of CPU minutes: 3 depths x 2 seeds at one width
+  and one length, 300 steps, checkpointed every 60 steps."""
+  c.grid.depth, c.grid.width, c.grid.seed = list(depths), [width], [0, 1]
+  c.grid.length, c.grid.lr = [length], [3e-3]
+  c.model.heads = min(c.model.heads, 4)
+  c.model.head_dim = 0
+  c.train.update(dict(batch_size=16, steps=300, steps_per_call=20, warmup=0))
+  if c.train.curriculum == "fixed":
+    c.train.steps_per_stage = 60
+  c.checkpoint_every = 60
+  c.eval.size = 256
+  c.name += "-smoke"
   return c
 
 
@@ -130,11 +148,15 @@ def validate(c: ml_collections.ConfigDict):
   for v in lrs:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
       raise ConfigError(f"grid.lr: {v!r} is not a positive number")
-  heads = c.model.heads
+  heads, hd = c.model.heads, c.model.head_dim
   if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
     raise ConfigError(f"model.heads: {heads!r} is not an int >= 1")
+  if isinstance(hd, bool) or not isinstance(hd, int) or hd < 0:
+    raise ConfigError(f"model.head_dim: {hd!r} is not an int >= 0")
   for w in widths:
-    if w % heads:
+    if hd and w % hd:
+      raise ConfigError(f"grid.width: {w} is not divisible by model.head_dim={hd}")
+    if not hd and w % heads:
       raise ConfigError(f"grid.width: {w} is not divisible by model.heads={heads}")
   if c.model.pos not in ("learned", "rotary", "none"):
     raise ConfigError(f"model.pos: {c.model.pos!r}; valid: learned, rotary, none")

@@ -29,7 +29,8 @@ def cells(c) -> list[Cell]:
   out = []
   for n, d, r, w, lr, seed in itertools.product(g.length, g.depth, g.repeats, g.width,
                                                 g.lr, g.seed):
-    spec = ModelSpec(depth=d, width=w, heads=c.model.heads, seed=seed, lr=float(lr),
+    heads = w // c.model.head_dim if c.model.get("head_dim") else c.model.heads
+    spec = ModelSpec(depth=d, width=w, heads=heads, seed=seed, lr=float(lr),
                      weight_decay=float(t.weight_decay), warmup=int(t.warmup), repeats=r)
     out.append(Cell(spec, n))
   keys = [x.key for x in out]

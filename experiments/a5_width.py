@@ -1,0 +1,25 @@
+# Run: depthscale run --config experiments/a5_width.py --workdir runs/a5_width
+#      (smoke: --config experiments/a5_width.py:smoke)
+"""Merrill & Sabharwal, width sweep: A5 word problem, depth 6, widths 128..1024, 3 seeds.
+
+Published fit: n* = 7.2 log2(w) - 41.7 (r^2 = 0.98): width must grow like exp(n).
+"""
+from depthscale import config
+
+
+def get_config(arg=None):
+  c = config.defaults()
+  c.name = "a5_width"
+  c.task, c.task_options = "word_problem", {"group": "A5"}
+  c.grid.update(dict(depth=[6], width=[128, 256, 512, 1024], seed=[0, 1, 2], lr=[1e-4],
+                     length=[128], repeats=[1]))
+  c.model.update(dict(heads=8, pos="learned"))
+  c.train.update(dict(batch_size=128, steps=800_000, steps_per_call=1000, warmup=1000,
+                      weight_decay=0.01, curriculum="adaptive", advance_at=0.95))
+  c.checkpoint_every = 20_000
+  c.paper_fit.update(dict(kind="width", slope=7.2, intercept=-41.7, r2=0.98,
+                          source="Merrill & Sabharwal 2025, width sweep at depth 6"))
+  if arg == "smoke":
+    c = config.smoke(c, depths=(1, 2))
+    c.grid.width = [16, 32]
+  return c
