@@ -1,0 +1,191 @@
+"""Scaling-law fits of n* against depth and width: least squares, r^2, bootstrap 95% CIs.
+
+Works on plain result rows (dicts); never imports jax, core/ or model/. A setting is
+every row field except the seed and the outcomes (OUTCOMES); its seeds are replicates.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+OUTCOMES = frozenset({"seed", "n_star", "final_loss", "eval_loss", "seq_acc", "frozen",
+                      "train_s", "group", "model", "token_acc"})
+REDUCERS = {"best": np.max, "median": np.median}
+NAMES = {"depth": "depth_vs_log2_nstar", "width": "nstar_vs_log2_width"}
+LAWS = {"depth": "depth = slope * log2(n_star) + intercept",
+        "width": "n_star = slope * log2(width) + intercept"}
+
+
+def _opt(v) -> float | None:
+  """A float for JSON, or None where undefined (NaN never reaches a file)."""
+  v = float(v)
+  return v if math.isfinite(v) else None
+
+
+def _fit_arrays(x_BxS, y_BxS):
+  """Least squares along the last axis: slope, intercept, r2 (NaN where undefined), ok."""
+  x_BxS, y_BxS = np.asarray(x_BxS, float), np.asarray(y_BxS, float)
+  ok_B = np.ptp(x_BxS, axis=-1) > 0
+  dx_BxS = x_BxS - x_BxS.mean(-1, keepdims=True)
+  dy_BxS = y_BxS - y_BxS.mean(-1, keepdims=True)
+  sxx_B, syy_B = (dx_BxS**2).sum(-1), (dy_BxS**2).sum(-1)
+  sxy_B = (dx_BxS * dy_BxS).sum(-1)
+  slope_B = np.where(ok_B, sxy_B / np.where(ok_B, sxx_B, 1.0), np.nan)
+  intercept_B = y_BxS.mean(-1) - slope_B * x_BxS.mean(-1)
+  has_r2 = ok_B & (np.ptp(y_BxS, axis=-1) > 0)
+  r2_B = np.where(has_r2, sxy_B**2 / np.where(has_r2, sxx_B * syy_B, 1.0), np.nan)
+  return slope_B, intercept_B, np.clip(r2_B, 0.0, 1.0), ok_B
+
+
+def fit_line(x, y) -> dict:
+  """Least-squares y = slope * x + intercept with r^2; `error` if x has < 2 values."""
+  x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
+  if x.shape != y.shape:
+    raise ValueError(f"x and y differ in length: {x.size} vs {y.size}")
+  distinct = np.unique(x).size
+  if distinct < 2:
+    return {"error": f"need at least 2 distinct x values to fit a line, got {distinct} "
+                     f"(from {x.size} points)", "n": int(x.size)}
+  slope, intercept, r2, _ = _fit_arrays(x[None], y[None])
+  return {"slope": float(slope[0]), "intercept": float(intercept[0]), "r2": _opt(r2[0]),
+          "n": int(x.size)}
+
+
+def _order(key):
+  """Sort key for settings: numbers by value, anything else by text."""
+  return tuple((k, 0, float(v), "") if isinstance(v, (int, float)) else (k, 1, 0.0, str(v))
+               for k, v in key)
+
+
+def setting_key(row: dict) -> tuple:
+  """What identifies a row's setting: every field but the seed and the outcomes."""
+  return tuple(sorted((k, v) for k, v in row.items() if k not in OUTCOMES))
+
+
+def seed_rank(row: dict) -> tuple:
+  """Orders a setting's seeds as the paper picks them: largest n*, then lowest eval loss."""
+  return (row["n_star"], -(row.get("eval_loss") or 0.0))
+
+
+def group_settings(rows) -> list[tuple[dict, list[dict]]]:
+  """(setting fields, its rows sorted by seed) per setting, in a fixed order."""
+  groups: dict[tuple, list[dict]] = {}
+  for row in rows:
+    groups.setdefault(setting_key(row), []).append(row)
+  return [(dict(k), sorted(g, key=lambda r: r.get("seed", 0)))
+          for k, g in sorted(groups.items(), key=lambda kv: _order(kv[0]))]
+
+
+def settings(rows) -> list[dict]:
+  """One plain dict per setting: its fields, seeds, n* per seed, best and median n*."""
+  out = []
+  for fields, group in group_settings(rows):
+    ns = [int(r["n_star"]) for r in group]
+    out.append({**fields, "seeds": [r.get("seed") for r in group], "n_star": ns,
+                "best": max(ns), "median": float(np.median(ns)),
+                "frozen": sum(bool(r.get("frozen", False)) for r in group)})
+  return out
+
+
+def _xy(axis: str, setting: dict, n_star):
+  """The fitted coordinates of a setting with (reduced) n*: arrays broadcast alike."""
+  n_star = np.asarray(n_star, float)
+  if axis == "depth":
+    return np.log2(n_star), np.full_like(n_star, float(setting["depth"]))
+  return np.full_like(n_star, math.log2(setting["width"])), n_star
+
+
+def _interval(v_B) -> list[float] | None:
+  v_B = v_B[np.isfinite(v_B)]
+  return [float(np.percentile(v_B, 2.5)), float(np.percentile(v_B, 97.5))] if v_B.size else None
+
+
+def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
+  if reduce not in REDUCERS:
+    raise ValueError(f"reduce must be one of {sorted(REDUCERS)}, got {reduce!r}")
+  rows = list(rows)
+  kept = [r for r in rows if axis != "depth" or r["n_star"] >= 1]
+  groups = group_settings(kept)
+  ns_S = [np.array([r["n_star"] for r in g], float) for _, g in groups]
+  red_S = [float(REDUCERS[reduce](ns)) for ns in ns_S]
+  xy = [_xy(axis, s, v) for (s, _), v in zip(groups, red_S)]
+  x_S, y_S = np.array([float(x) for x, _ in xy]), np.array([float(y) for _, y in xy])
+  out = {"law": LAWS[axis], "reduce": reduce, "dropped": len(rows) - len(kept)}
+  out.update(fit_line(x_S, y_S))
+  out["points"] = [{"depth": s.get("depth"), "width": s.get("width"), "n_star": v,
+                    "seeds": len(ns), "x": float(x), "y": float(y)}
+                   for (s, _), v, ns, x, y in zip(groups, red_S, ns_S, x_S, y_S)]
+  if "error" in out:
+    return out
+  rng = np.random.default_rng(seed)
+  if max(ns.size for ns in ns_S) >= 2:
+    over = "seeds"
+    red_BxS = np.stack([REDUCERS[reduce](ns[rng.integers(0, ns.size, (B, ns.size))], axis=1)
+                        for ns in ns_S], axis=1)
+    pairs = [_xy(axis, s, red_BxS[:, i]) for i, (s, _) in enumerate(groups)]
+    x_BxS = np.stack([x for x, _ in pairs], axis=1)
+    y_BxS = np.stack([y for _, y in pairs], axis=1)
+  else:
+    over = "points"
+    idx_BxS = rng.integers(0, x_S.size, (B, x_S.size))
+    x_BxS, y_BxS = x_S[idx_BxS], y_S[idx_BxS]
+  slope_B, intercept_B, r2_B, ok_B = _fit_arrays(x_BxS, y_BxS)
+  out.update(bootstrap_over=over, B=int(B), B_valid=int(ok_B.sum()),
+             ci95={"slope": _interval(slope_B[ok_B]),
+                   "intercept": _interval(intercept_B[ok_B]), "r2": _interval(r2_B[ok_B])})
+  return out
+
+
+def depth_vs_log_nstar(rows, reduce: str = "best", *, B: int = 1000, seed: int = 0) -> dict:
+  """The paper's depth law d = a log2(n*) + b, one point per setting (n* reduced over
+  seeds by `reduce`); rows with n* < 1 are dropped and counted in `dropped`."""
+  return _axis_fit(rows, "depth", reduce, B, seed)
+
+
+def nstar_vs_log_width(rows, reduce: str = "best", *, B: int = 1000, seed: int = 0) -> dict:
+  """The paper's width law n* = a log2(w) + b, one point per setting."""
+  return _axis_fit(rows, "width", reduce, B, seed)
+
+
+def _slices(rows, axis: str) -> list[tuple[dict, list[dict], str | None]]:
+  """Row subsets holding every other varying field fixed, each with >= 2 axis values.
+  Fields that are a function of the axis (heads = width / 64, lr per depth) move with
+  it and are not held fixed. Where no subset qualifies, all rows are fitted, with a note."""
+  if len({r.get(axis) for r in rows}) < 2:
+    return []
+  fields = sorted({k for r in rows for k in r} - OUTCOMES - {axis})
+  vary = [k for k in fields if len({r.get(k) for r in rows}) > 1
+          and len({(r.get(axis), r.get(k)) for r in rows}) > len({r.get(axis) for r in rows})]
+  subsets: dict[tuple, list[dict]] = {}
+  for r in rows:
+    subsets.setdefault(tuple(r.get(k) for k in vary), []).append(r)
+  out = [(dict(zip(vary, key)), sub, None) for key, sub in subsets.items()
+         if len({r.get(axis) for r in sub}) >= 2]
+  if not out:
+    note = (f"no subset with the other fields fixed has 2 {axis}s; fitted across "
+            f"settings where {', '.join(vary)} also vary")
+    out = [({}, list(rows), note)]
+  return sorted(out, key=lambda s: _order(tuple(s[0].items())))
+
+
+def all_fits(rows, *, B: int = 1000, seed: int = 0) -> dict:
+  """Every fit the grid supports: {name: {"best": fit, "median": fit}}, per axis varied.
+  Names carry [field=value,...] when several slices of the grid vary the same axis."""
+  rows = list(rows)
+  fitters = {"depth": depth_vs_log_nstar, "width": nstar_vs_log_width}
+  out = {}
+  for axis, name in NAMES.items():
+    slices = _slices(rows, axis)
+    for where, sub, note in slices:
+      key = name
+      if len(slices) > 1:
+        key += "[" + ",".join(f"{k}={v}" for k, v in where.items()) + "]"
+      out[key] = {}
+      for reduce in REDUCERS:
+        fit = fitters[axis](sub, reduce, B=B, seed=seed)
+        fit["where"] = where
+        if note:
+          fit["note"] = note
+        out[key][reduce] = fit
+  return out

@@ -1,0 +1,294 @@
+"""A sweep's report: reads a workdir's files, writes fits.json, report.md and plots/*.png.
+
+Works from results.csv, groups/*.json and config.json only; never imports jax, core/ or
+model/. Plots use matplotlib's Agg canvas (no pyplot state); every write is atomic.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import math
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+from matplotlib import cm, colors, ticker
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from depthscale.report import fits
+
+MODEL_COLS = ("task", "depth", "width", "heads", "lr", "length", "repeats", "seed", "n_star",
+              "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "train_s")
+
+
+def _atomic(path: str, write) -> None:
+  """Calls write(binary file) on a temp file beside `path`, then renames it into place."""
+  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
+  try:
+    with os.fdopen(fd, "wb") as f:
+      write(f)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
+
+
+def _parse(v: str):
+  """A results.csv cell back to bool, int, float, None or str."""
+  if v in ("True", "False", ""):
+    return {"True": True, "False": False, "": None}[v]
+  for kind in (int, float):
+    try:
+      return kind(v)
+    except ValueError:
+      pass
+  return v
+
+
+def load_workdir(workdir: str) -> dict:
+  """config, rows, groups (with id) and where the rows came from; groups/ preferred
+  (typed, and in step with their curves), results.csv otherwise."""
+  load = lambda path: json.loads(pathlib.Path(path).read_text())
+  cfg_path = os.path.join(workdir, "config.json")
+  config = load(cfg_path) if os.path.exists(cfg_path) else {}
+  groups = []
+  for path in sorted(glob.glob(os.path.join(workdir, "groups", "*.json"))):
+    groups.append({**load(path), "id": os.path.splitext(os.path.basename(path))[0]})
+  csv_path, csv_rows = os.path.join(workdir, "results.csv"), None
+  if os.path.exists(csv_path):
+    with open(csv_path, newline="") as f:
+      csv_rows = [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  if groups:
+    rows, source = [r for g in groups for r in g["rows"]], "groups/*.json"
+  elif csv_rows is not None:
+    rows, source = csv_rows, "results.csv"
+  else:
+    raise FileNotFoundError(f"{workdir} has neither results.csv nor groups/*.json; "
+                            "run the sweep (or point at its workdir) first")
+  return dict(config=config, rows=rows, groups=groups, source=source,
+              csv_count=None if csv_rows is None else len(csv_rows))
+
+
+def _fmt(v) -> str:
+  if v is None:
+    return "–"
+  if isinstance(v, bool):
+    return "yes" if v else "no"
+  if isinstance(v, float):
+    return f"{v:.4g}"
+  return str(v)
+
+
+def _ci(fit: dict, name: str) -> str:
+  lo_hi = (fit.get("ci95") or {}).get(name)
+  return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else "–"
+
+
+def _table(head, body) -> list[str]:
+  return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+          + ["| " + " | ".join(_fmt(c) if not isinstance(c, str) else c for c in r) + " |"
+             for r in body])
+
+
+def _canvas():
+  fig = FigureCanvasAgg(Figure(figsize=(6.4, 4.2))).figure
+  return fig, fig.add_subplot()
+
+
+def _save(fig, path: str) -> None:
+  fig.tight_layout()
+  _atomic(path, lambda f: fig.savefig(f, format="png", dpi=110))
+
+
+def _sorted(values) -> list:
+  num = lambda v: isinstance(v, (int, float))
+  return sorted(values, key=lambda v: (not num(v), v if num(v) else 0, str(v)))
+
+
+def _plot_scaling(axis: str, all_fit: dict, sets: list[dict], path: str) -> str | None:
+  """n* against depth (log2 n* axis) or width (log2 width axis): seeds, best, median, fit."""
+  values = sorted({s.get(axis) for s in sets})
+  if len(values) < 2:
+    return f"skipped: a single {axis} ({_fmt(values[0]) if values else 'none'})"
+  mine = [pair for key, pair in all_fit.items() if key.startswith(fits.NAMES[axis])]
+  fitted = lambda s: any(all(s.get(k) == v for k, v in p["best"]["where"].items()) for p in mine)
+  pts = [(s[axis], n) for s in sets if fitted(s) for n in s["n_star"] if axis != "depth" or n >= 1]
+  if not pts:
+    return "skipped: no model reached n* >= 1, so log2 n* is undefined"
+  fig, ax = _canvas()
+  ax.scatter(*zip(*pts), s=12, color="0.6", alpha=0.6, label="each seed")
+  for i, pair in enumerate(mine):
+    color, tag = f"C{i}", ", ".join(f"{k}={v}" for k, v in pair["best"]["where"].items())
+    for reduce, style in (("best", "o-"), ("median", "s--")):
+      p = sorted((q[axis], q["n_star"]) for q in pair[reduce]["points"])
+      if p:
+        ax.plot(*zip(*p), style, color=color, ms=4, label=f"{reduce} seed {tag}".strip())
+    fit = pair["best"]
+    if "slope" in fit and (axis == "width" or fit["slope"] != 0):
+      grid = (np.linspace if axis == "depth" else np.geomspace)(min(values), max(values), 50)
+      curve = (2 ** ((grid - fit["intercept"]) / fit["slope"]) if axis == "depth"
+               else fit["slope"] * np.log2(grid) + fit["intercept"])
+      ax.plot(grid, curve, ":", color=color, label=f"fit (best), slope {fit['slope']:.2f}")
+  (ax.set_yscale if axis == "depth" else ax.set_xscale)("log", base=2)
+  logged = [n for _, n in pts] if axis == "depth" else values
+  subs = (1.0,) if math.log2(max(logged) / min(logged)) > 4 else (1, 1.25, 1.5, 1.75)
+  scale = ax.yaxis if axis == "depth" else ax.xaxis
+  scale.set_major_locator(ticker.LogLocator(2, subs=subs))
+  scale.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+  scale.set_minor_formatter(ticker.NullFormatter())
+  ax.set_xlabel(axis)
+  ax.set_ylabel("n* (largest length at >= 95% accuracy)")
+  ax.legend(fontsize=7)
+  _save(fig, path)
+  return None
+
+
+def _depth_colors(depths):
+  lo, hi = min(depths), max(depths)
+  norm = colors.Normalize(lo, hi if hi > lo else lo + 1)
+  return cm.ScalarMappable(norm=norm, cmap="viridis")
+
+
+def _plot_positions(groups, rows, path: str) -> str | None:
+  """Held-out accuracy per position of each setting's best seed, coloured by depth."""
+  pairs = [(r, a) for g in groups for r, a in zip(g["rows"], g.get("per_position_acc") or [])]
+  pairs.sort(key=lambda ra: fits.seed_rank(ra[0]))
+  best = {fits.setting_key(r): (r, a) for r, a in pairs}     # better seeds overwrite
+  models = sorted(best.values(), key=lambda ra: ra[0]["depth"])
+  if not models:
+    return "skipped: no groups/*.json with per_position_acc"
+  vary = [k for k in ("width", "heads", "lr", "length") if len({r.get(k) for r in rows}) > 1]
+  sm = _depth_colors([r["depth"] for r, _ in models])
+  fig, ax = _canvas()
+  for row, acc in models:
+    tag = "".join(f", {k}={_fmt(row.get(k))}" for k in vary)
+    ax.plot(np.arange(1, len(acc) + 1), np.asarray(acc, float), color=sm.to_rgba(row["depth"]),
+            label=f"depth {row['depth']}{tag} (seed {row.get('seed')}, n*={row['n_star']})")
+  ax.axhline(0.95, color="0.5", ls=":", lw=1)
+  ax.set_xlabel("position")
+  ax.set_ylabel("held-out accuracy (best seed)")
+  ax.legend(fontsize=6)
+  _save(fig, path)
+  return None
+
+
+def _plot_curves(groups, path: str) -> tuple[str | None, list[str]]:
+  """Training loss against step of every model, coloured by depth."""
+  lines, notes = [], []
+  for g in groups:
+    loss = (g.get("curves") or {}).get("loss") or []
+    if len(loss) != len(g["rows"]):
+      notes.append(f"group {g['id']}: {len(loss)} loss curves for {len(g['rows'])} models")
+      continue
+    for row, curve in zip(g["rows"], loss):
+      step = g["curves"].get("step") or list(range(1, len(curve) + 1))
+      if len(step) != len(curve):
+        notes.append(f"group {g['id']}: {len(step)} steps for {len(curve)} losses")
+        break
+      lines.append((row["depth"], step, np.asarray(curve, float)))    # null -> NaN
+  if not lines:
+    return "skipped: no training curves in groups/*.json", notes
+  sm = _depth_colors([d for d, _, _ in lines])
+  fig, ax = _canvas()
+  for depth, step, curve in lines:
+    ax.plot(step, curve, color=sm.to_rgba(depth), alpha=0.6, lw=1)
+  if all((c[np.isfinite(c)] > 0).all() for _, _, c in lines):
+    ax.set_yscale("log")
+  fig.colorbar(sm, ax=ax, label="depth")
+  ax.set_xlabel("step")
+  ax.set_ylabel("training loss")
+  _save(fig, path)
+  return None, notes
+
+
+def _fit_section(all_fit: dict, paper: dict | None) -> list[str]:
+  head = ["fit", "reduce", "slope", "slope 95% CI", "intercept", "intercept 95% CI", "r²",
+          "r² 95% CI", "points", "bootstrap over", "dropped (n*<1)"]
+  body, notes = [], []
+  for key, pair in all_fit.items():
+    for reduce, f in pair.items():
+      if "error" in f:
+        notes.append(f"- `{key}` ({reduce}): no fit: {f['error']}")
+        continue
+      body.append([f"`{key}`", reduce, f"{f['slope']:.3f}", _ci(f, "slope"),
+                   f"{f['intercept']:.3f}", _ci(f, "intercept"), _fmt(f["r2"]), _ci(f, "r2"),
+                   f["n"], f"{f['bootstrap_over']} (B={f['B']})", f["dropped"]])
+    for note in {f["note"] for f in pair.values() if f.get("note")}:
+      notes.append(f"- `{key}`: {note}")
+  if paper:
+    body.append([f"paper ({paper.get('kind')})", "published", f"{paper['slope']:.3f}", "–",
+                 f"{paper['intercept']:.3f}", "–", _fmt(paper.get("r2")), "–", "–", "–", "–"])
+    name = fits.NAMES.get(paper.get("kind"), "?")
+    mine = [(k, p["best"]) for k, p in all_fit.items()
+            if k.startswith(name) and "error" not in p["best"]]
+    for key, f in mine:
+      lo, hi = (f.get("ci95") or {}).get("slope") or (None, None)
+      inside = lo is not None and lo <= paper["slope"] <= hi
+      notes.append(f"- paper slope {paper['slope']:g} ({paper.get('source', 'paper')}) is "
+                   f"{'inside' if inside else 'outside'} the best-seed 95% interval of `{key}`")
+    if not mine:
+      notes.append(f"- paper fit ({paper.get('kind')}) given, but this sweep has no such fit")
+  if not body:
+    return ["No fit: the grid varies neither depth nor width."] + notes
+  return [f"Laws: {'; '.join(fits.LAWS.values())}.", ""] + _table(head, body) + [""] + notes
+
+
+def _what_was_run(data: dict, sets: list[dict], workdir: str) -> list[str]:
+  rows, groups, config = data["rows"], data["groups"], data["config"]
+  if groups:
+    train_s = sum(max((r.get("train_s") or 0.0) for r in g["rows"]) for g in groups if g["rows"])
+    how = "summed over groups; the models of a group train together"
+  else:
+    train_s = sum(r.get("train_s") or 0.0 for r in rows)
+    how = "summed over models; models trained together share it, so this overcounts"
+  tasks = ", ".join(sorted({str(r.get("task")) for r in rows}))
+  md = [f"# {config.get('name', os.path.basename(os.path.abspath(workdir)))}", "",
+        "## What was run", "", f"- task: {config.get('task', tasks)}",
+        f"- models: {len(rows)} ({len(sets)} settings, {len(groups) or 'unknown'} groups), "
+        f"rows from {data['source']}",
+        f"- total train time: {train_s:.1f} s ({train_s / 3600:.2f} h), {how}", "", "Grid:", ""]
+  for k in sorted({k for r in rows for k in r} - fits.OUTCOMES) + ["seed"]:
+    md.append(f"- {k}: {', '.join(_fmt(v) for v in _sorted({r.get(k) for r in rows}))}")
+  if data["csv_count"] is not None and data["csv_count"] != len(rows):
+    md += ["", f"Warning: results.csv has {data['csv_count']} rows, groups/ {len(rows)}."]
+  return md
+
+
+def build_report(workdir: str) -> str:
+  """Writes fits.json, report.md and plots/*.png into `workdir`; returns report.md's path."""
+  data = load_workdir(workdir)
+  rows, groups = data["rows"], data["groups"]
+  all_fit, sets = fits.all_fits(rows), fits.settings(rows)
+  text = json.dumps({"fits": all_fit, "settings": sets}, indent=1)
+  _atomic(os.path.join(workdir, "fits.json"), lambda f: f.write(text.encode()))
+  plot_dir = os.path.join(workdir, "plots")
+  os.makedirs(plot_dir, exist_ok=True)
+  plots = {name: _plot_scaling(axis, all_fit, sets, os.path.join(plot_dir, name))
+           for axis, name in (("depth", "nstar_vs_depth.png"), ("width", "nstar_vs_width.png"))}
+  plots["accuracy_per_position.png"] = _plot_positions(
+      groups, rows, os.path.join(plot_dir, "accuracy_per_position.png"))
+  plots["training_curves.png"], curve_notes = _plot_curves(
+      groups, os.path.join(plot_dir, "training_curves.png"))
+  md = _what_was_run(data, sets, workdir)
+  md += ["", "## Fits", ""] + _fit_section(all_fit, data["config"].get("paper_fit"))
+  md += ["", "## Plots", ""]
+  for fname, skipped in plots.items():
+    title = fname[:-4].replace("_", " ")
+    md += [f"_{title}: {skipped}_" if skipped else f"![{title}](plots/{fname})", ""]
+  md += [f"- {n}" for n in curve_notes] + ["", "## Settings (n* over seeds)", ""]
+  set_cols = sorted({k for r in rows for k in r} - fits.OUTCOMES)
+  md += _table(set_cols + ["seeds", "n* per seed", "best n*", "median n*", "frozen"],
+               [[s.get(k) for k in set_cols] + [len(s["seeds"]), str(s["n_star"]), s["best"],
+                                                s["median"], s["frozen"]] for s in sets])
+  cols = [c for c in MODEL_COLS if any(c in r for r in rows)]
+  cols += sorted({k for r in rows for k in r} - set(cols))
+  ordered = [r for _, g in fits.group_settings(rows) for r in g]
+  md += ["", "## Models", ""] + _table(cols, [[r.get(c) for c in cols] for r in ordered])
+  path = os.path.join(workdir, "report.md")
+  _atomic(path, lambda f: f.write(("\n".join(md) + "\n").encode()))
+  return path

@@ -1,0 +1,140 @@
+"""build_report on fake workdirs made up from known laws: report.md carries fits.py's
+numbers, fits.json round-trips all_fits, plots are real PNGs, missing data is said."""
+import csv
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from depthscale.report import all_fits, build_report, settings
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PAPER = {"kind": "depth", "slope": 4.8, "intercept": -15.8, "r2": 0.93,
+         "source": "Merrill & Sabharwal 2025"}
+PLOTS = ("nstar_vs_depth.png", "nstar_vs_width.png", "accuracy_per_position.png",
+         "training_curves.png")
+
+
+def _rows(depths=(2, 3, 4, 5), widths=(32, 64, 128), seeds=3, length=40):
+  """Depth sweep at width 64 and width sweep at depth 2; n* from the papers' laws."""
+  rng, rows = np.random.default_rng(0), []
+  cells = [(d, 64) for d in depths] + [(2, w) for w in widths if w != 64]
+  for d, w in cells:
+    for s in range(seeds):
+      n = 2 ** ((d + 15.8) / 4.8 - 2) + (7.2 * math.log2(w) - 36) + rng.normal(0, 1)
+      rows.append(dict(task="parity", depth=d, width=w, heads=w // 32, seed=s, lr=1e-3,
+                       length=length, repeats=1, n_star=int(np.clip(round(n), 0, length)),
+                       final_loss=float(rng.uniform(0.01, 1)),
+                       eval_loss=float(rng.uniform(0.01, 1)), seq_acc=float(rng.uniform()),
+                       steps=50, frozen=bool(s == 2 and d == 5), train_s=12.5))
+  return rows
+
+
+def _write_workdir(path, rows, config, groups=True, csv_file=True):
+  os.makedirs(path / "groups", exist_ok=True)
+  (path / "config.json").write_text(json.dumps(config))
+  if csv_file:
+    with open(path / "results.csv", "w", newline="") as f:
+      writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+      writer.writeheader()
+      writer.writerows(rows)
+  if not groups:
+    return
+  for d in sorted({r["depth"] for r in rows}):
+    members = [r for r in rows if r["depth"] == d]
+    length = members[0]["length"]
+    pos = np.arange(length)
+    acc = [np.where(pos < r["n_star"], 1.0, 0.5 + 0.4 * np.exp(-(pos - r["n_star"]))).tolist()
+           for r in members]
+    steps = list(range(10, 60, 10))
+    loss = [[2.0 * math.exp(-0.01 * r["depth"] * t) for t in steps] for r in members]
+    for r, curve in zip(members, loss):
+      if r["frozen"]:
+        curve[-1] = None                                   # a diverged model's NaN, as null
+    group = {"rows": members, "curves": {"loss": loss, "accuracy": loss, "step": steps},
+             "per_position_acc": acc}
+    (path / "groups" / f"d{d}.json").write_text(json.dumps(group))
+
+
+def _is_png(path):
+  with open(path, "rb") as f:
+    return os.path.getsize(path) > len(PNG_MAGIC) and f.read(8) == PNG_MAGIC
+
+
+def test_report_carries_the_fits_and_plots(tmp_path):
+  rows = _rows()
+  _write_workdir(tmp_path, rows, {"name": "parity sweep", "task": "parity", "paper_fit": PAPER})
+  path = build_report(str(tmp_path))
+  assert path == str(tmp_path / "report.md")
+  md = open(path).read()
+  want = all_fits(rows)
+  with open(tmp_path / "fits.json") as f:
+    saved = json.load(f)
+  assert saved["fits"] == want and saved["settings"] == settings(rows)
+  assert set(want) == {"depth_vs_log2_nstar", "nstar_vs_log2_width"}
+  for pair in want.values():
+    for fit in pair.values():
+      assert f"{fit['slope']:.3f}" in md and f"{fit['intercept']:.3f}" in md
+      lo, hi = fit["ci95"]["slope"]
+      assert f"[{lo:.3f}, {hi:.3f}]" in md
+  assert "# parity sweep" in md and f"- models: {len(rows)} " in md
+  assert "total train time: 50.0 s" in md                 # 4 groups of 12.5 s each
+  assert "paper (depth)" in md and "4.800" in md and "-15.800" in md
+  assert "best-seed 95% interval of `depth_vs_log2_nstar`" in md
+  for name in PLOTS:
+    assert _is_png(tmp_path / "plots" / name), name
+    assert f"(plots/{name})" in md
+  assert not glob.glob(str(tmp_path / "**" / ".tmp-*"), recursive=True)
+
+
+def test_no_paper_fit_no_paper_row(tmp_path):
+  _write_workdir(tmp_path, _rows(), {"name": "x", "task": "parity"})
+  md = open(build_report(str(tmp_path))).read()
+  assert "paper" not in md and "published" not in md
+
+
+def test_single_width_skips_its_plot_and_says_so(tmp_path):
+  rows = [r for r in _rows() if r["width"] == 64]
+  _write_workdir(tmp_path, rows, {"name": "depth only", "task": "parity",
+                                  "paper_fit": dict(PAPER, kind="width")})
+  md = open(build_report(str(tmp_path))).read()
+  assert not (tmp_path / "plots" / "nstar_vs_width.png").exists()
+  assert "nstar vs width: skipped: a single width (64)" in md
+  assert "but this sweep has no such fit" in md
+  assert _is_png(tmp_path / "plots" / "nstar_vs_depth.png")
+  assert "nstar_vs_log2_width" not in json.loads((tmp_path / "fits.json").read_text())["fits"]
+
+
+def test_results_csv_alone(tmp_path):
+  rows = _rows()
+  _write_workdir(tmp_path, rows, {"name": "csv", "task": "parity"}, groups=False)
+  md = open(build_report(str(tmp_path))).read()
+  assert json.loads((tmp_path / "fits.json").read_text())["fits"] == all_fits(rows)
+  assert "rows from results.csv" in md
+  assert "accuracy per position: skipped" in md and "training curves: skipped" in md
+  assert _is_png(tmp_path / "plots" / "nstar_vs_width.png")
+
+
+def test_rows_with_zero_nstar_are_counted(tmp_path):
+  rows = _rows()
+  for r in rows[:2]:
+    r["n_star"] = 0
+  _write_workdir(tmp_path, rows, {"name": "z", "task": "parity"})
+  build_report(str(tmp_path))
+  fit = json.loads((tmp_path / "fits.json").read_text())["fits"]["depth_vs_log2_nstar"]["best"]
+  assert fit["dropped"] == 2
+
+
+def test_empty_workdir_is_a_clear_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="neither results.csv nor groups"):
+    build_report(str(tmp_path))
+
+
+def test_report_package_does_not_import_jax():
+  code = "import sys, depthscale.report; assert 'jax' not in sys.modules, 'jax imported'"
+  subprocess.run([sys.executable, "-c", code], check=True)
