@@ -15,7 +15,7 @@ import time
 
 from depthscale import config as config_lib
 from depthscale.core import train
-from depthscale.io import results
+from depthscale.io import results, trackers
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import grid, plan
 from depthscale.sweep.group import Interrupted, train_group
@@ -75,11 +75,26 @@ def planned(c):
   return task, plan.make_plan(cells, c, task.seq_len, task.output_dim(max(c.grid.length)))
 
 
+def log_group(tracker, rows, res, log_every=10):
+  """One W&B run per model: its config fields, curves every `log_every` steps, n*."""
+  steps = list(range(log_every, res.curves["loss"].shape[0] + 1, log_every))
+  for m, row in enumerate(rows):
+    conf = {k: row[k] for k in ("task", "depth", "width", "heads", "seed", "lr", "length",
+                                "repeats", "steps", "group")}
+    curves = {"step": steps, **{k: v[[s - 1 for s in steps], m].tolist()
+                                for k, v in res.curves.items()}}
+    summary = {k: row[k] for k in ("n_star", "final_loss", "eval_loss", "seq_acc", "frozen")}
+    tracker.log_model(row["model"], conf, curves, summary)
+
+
 def run(c, workdir: str, progress: bool = True, groups_filter=None) -> list[dict]:
   """Train every group not yet finished; returns all rows found in the workdir."""
   task, groups = planned(c)
   prepare_workdir(c, workdir)
   stop = StopFlag().install()
+  tracker = trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
+                                  project=c.wandb.project)
+  wall0 = time.perf_counter()
   todo = [g for g in groups if not os.path.exists(results.group_path(workdir, g.id))]
   if groups_filter is not None:
     todo = [g for g in todo if groups_filter(g)]
@@ -102,8 +117,23 @@ def run(c, workdir: str, progress: bool = True, groups_filter=None) -> list[dict
       ckpt.close()
     for row, cell in zip(res.rows, g.cells):
       row.update(group=g.id, model=cell.key)
+    log_group(tracker, res.rows, res)  # first: a kill before the next line re-logs
     results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
-  return collect(workdir)
+  rows = collect(workdir)
+  if todo:
+    from depthscale.report import build_report  # matplotlib only when there is news
+    report = build_report(workdir)
+    with open(os.path.join(workdir, "fits.json")) as f:
+      fits = json.load(f)
+    plots = os.path.join(workdir, "plots")
+    images = {p[:-4]: os.path.join(plots, p) for p in sorted(os.listdir(plots))
+              if p.endswith(".png")} if os.path.isdir(plots) else {}
+    tracker.log_summary(rows, images, fits.get("fits", {}))
+    wall = time.perf_counter() - wall0
+    print(f"depthscale: W&B ({tracker.mode}) logging took {tracker.seconds:.1f} s of "
+          f"{wall:.1f} s ({100 * tracker.seconds / wall:.1f}%); report: {report}",
+          file=sys.stderr)
+  return rows
 
 
 def collect(workdir: str) -> list[dict]:
