@@ -1,0 +1,212 @@
+"""The `depthscale` command line: argparse subcommands that call into the library.
+
+Owns argument parsing, option-value parsing, printing and exit codes; no training logic.
+Every user error ends as one line `depthscale: error: ...` on stderr and exit status 2.
+Must not be imported by the library (tasks/, model/, core/, bench).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from depthscale import bench, tasks
+from depthscale.sweep import commands as sweep_commands
+
+PROG = "depthscale"
+WRAP = 100  # columns before a printed list wraps
+
+
+class UsageError(ValueError):
+  """A mistake in the command line (raised instead of argparse's print-and-exit)."""
+
+
+class _Parser(argparse.ArgumentParser):
+  def error(self, message: str):
+    raise UsageError(message)
+
+
+def parse_value(text: str) -> Any:
+  """An option value from the command line: int, float, true/false/none, else the string."""
+  lowered = text.strip().lower()
+  if lowered in ("true", "false"):
+    return lowered == "true"
+  if lowered == "none":
+    return None
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text
+
+
+def parse_task_options(extras: Sequence[str]) -> dict[str, Any]:
+  """`--key=value` (or `--key value`) pairs left over by argparse, as task options."""
+  options, i = {}, 0
+  while i < len(extras):
+    arg = extras[i]
+    if not arg.startswith("--") or arg == "--":
+      raise UsageError(f"unexpected argument {arg!r}; task options look like --key=value")
+    key, eq, value = arg[2:].partition("=")
+    if not eq:
+      if i + 1 >= len(extras) or extras[i + 1].startswith("--"):
+        raise UsageError(f"task option --{key} needs a value: write --{key}=VALUE")
+      value, i = extras[i + 1], i + 1
+    if not key:
+      raise UsageError(f"bad task option {arg!r}; write --key=value")
+    options[key.replace("-", "_")] = parse_value(value)
+    i += 1
+  return options
+
+
+def format_value(value: Any) -> str:
+  """Plain rendering: floats to 2 decimals, lists as [a, b], tuples as (a, b)."""
+  if isinstance(value, bool) or value is None:
+    return str(value)
+  if isinstance(value, float):
+    return f"{value:.2f}"
+  if isinstance(value, list):
+    return "[" + ", ".join(format_value(v) for v in value) + "]"
+  if isinstance(value, tuple):
+    return "(" + ", ".join(format_value(v) for v in value) + ")"
+  return str(value)
+
+
+def format_field(key: str, value: Any, width: int = WRAP) -> str:
+  """`key: value`, a long list wrapped between its items with a hanging indent."""
+  head = f"{key}: "
+  if not isinstance(value, list) or len(head) + len(format_value(value)) <= width:
+    return head + format_value(value)
+  items = [format_value(v) for v in value]
+  indent = " " * (len(head) + 1)
+  lines, line = [], head + "[" + items[0]
+  for item in items[1:]:
+    if len(line) + len(item) + 3 > width:
+      lines.append(line + ",")
+      line = indent + item
+    else:
+      line += ", " + item
+  return "\n".join(lines + [line + "]"])
+
+
+def format_example(example: dict[str, Any]) -> str:
+  return "\n".join(format_field(k, v) for k, v in example.items())
+
+
+def cmd_tasks_list(args, extras) -> int:
+  width = max(len(name) for name in tasks.REGISTRY)
+  for name in sorted(tasks.REGISTRY):
+    doc = (tasks.REGISTRY[name].__doc__ or "").strip().splitlines()
+    print(f"{name:<{width}}  {doc[0] if doc else ''}")
+  return 0
+
+
+def cmd_tasks_show(args, extras) -> int:
+  options = parse_task_options(extras)
+  if args.n < 1:
+    raise UsageError(f"-n must be a positive number of examples, got {args.n}")
+  task = tasks.make(args.name, **options)
+  length = task.default_length if args.length is None else args.length
+  task.check_length(length)  # before any JAX work
+  import jax  # deferred: listing and argument errors need no JAX runtime
+  batch = task.sample(jax.random.key(args.seed), args.n, length)
+  print(f"{task!r}: length {length}, seq_len {task.seq_len(length)}, seed {args.seed}")
+  for i in range(args.n):
+    print(f"\n# example {i}")
+    print(format_example(task.decode(batch, i)))
+  return 0
+
+
+def check_writable(path: str) -> None:
+  """A one-line UsageError unless `path` can be written as a file."""
+  parent = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise UsageError(f"--json {path!r} is a directory; give a file path")
+  if not os.path.isdir(parent):
+    raise UsageError(f"--json {path!r}: directory {parent!r} does not exist; create it first")
+  if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+    raise UsageError(f"--json {path!r} is not writable; choose another path")
+
+
+def cmd_bench(args, extras) -> int:
+  check_writable(args.json)
+  if args.devices is not None and args.devices < 1:
+    raise UsageError(f"--devices must be a positive count, got {args.devices}")
+  result = bench.run_bench(args.preset, devices=args.devices,
+                           log=lambda line: print(line, flush=True))
+  try:
+    with open(args.json, "w") as f:
+      json.dump(result, f, indent=2)
+      f.write("\n")
+  except OSError as e:
+    raise UsageError(f"cannot write --json {args.json!r} ({e.strerror}); choose another path")
+  e, s = result["engine"], result["sequential"]
+  print(f"engine {e['model_steps_per_s']:.1f} model-steps/s ({e['gflops']:.1f} GFLOP/s), "
+        f"sequential {s['model_steps_per_s']:.1f} ({s['gflops']:.1f} GFLOP/s), "
+        f"ratio {result['engine_over_sequential']:.2f}, peak {result['matmul_peak_gflops']:.1f} "
+        f"GFLOP/s, engine at {100 * result['engine_fraction_of_peak']:.0f}% of peak; "
+        f"wrote {args.json}")
+  return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+  """The command tree; later commands (plan, run, report) add a subparser each here."""
+  parser = _Parser(prog=PROG, description="Train grids of small transformers at once.",
+                   allow_abbrev=False)
+  commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                   parser_class=_Parser)
+
+  tasks_parser = commands.add_parser("tasks", help="list the tasks or show samples of one",
+                                     allow_abbrev=False)
+  task_commands = tasks_parser.add_subparsers(dest="tasks_command", metavar="{list,show}",
+                                              required=True, parser_class=_Parser)
+  listing = task_commands.add_parser("list", help="task names and one-line descriptions",
+                                     allow_abbrev=False)
+  listing.set_defaults(handler=cmd_tasks_list)
+  show = task_commands.add_parser(
+      "show", help="sample and print examples; unknown --key=value pairs are task options",
+      allow_abbrev=False)
+  show.add_argument("name", help="task name (see `depthscale tasks list`)")
+  show.add_argument("-n", type=int, default=3, help="number of examples (default 3)")
+  show.add_argument("--length", type=int, default=None,
+                    help="the task's size parameter (default: the task's default_length)")
+  show.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+  show.set_defaults(handler=cmd_tasks_show, accepts_options=True)
+
+  bench_parser = commands.add_parser(
+      "bench", help="engine vs one-model-at-a-time throughput and the matmul peak",
+      allow_abbrev=False)
+  bench_parser.add_argument("--preset", required=True, choices=list(bench.PRESETS),
+                            help="model and batch shape")
+  bench_parser.add_argument("--json", required=True, metavar="FILE",
+                            help="where to write the results")
+  bench_parser.add_argument("--devices", type=int, default=None,
+                            help="local devices to split the models over (default: all, "
+                                 "if they divide the 16 models)")
+  bench_parser.set_defaults(handler=cmd_bench)
+  sweep_commands.add_commands(commands)
+  return parser
+
+
+def one_line(message: str) -> str:
+  return " ".join(str(message).split()) or "invalid input"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """Run one command; returns (and exits with) 0 on success, 2 on a user error."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  try:
+    args, extras = build_parser().parse_known_args(argv)
+    if extras and not getattr(args, "accepts_options", False):
+      raise UsageError(f"unrecognized arguments: {' '.join(extras)}")
+    return args.handler(args, extras)
+  except ValueError as e:  # UsageError, and the library's one-line ValueErrors
+    print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

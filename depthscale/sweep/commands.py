@@ -1,0 +1,83 @@
+"""The sweep subcommands of the CLI: `plan`, `run`, `report`.
+
+Each handler loads and validates the config (one-line errors before any compilation)
+and calls the library; cli.py registers them with `add_commands`.
+"""
+from __future__ import annotations
+
+import sys
+
+from depthscale import config as config_lib
+
+
+def _load(args, extras):
+  overrides = []
+  for e in extras:
+    if not e.startswith("--config."):
+      raise ValueError(f"unrecognized argument {e!r}; overrides look like --config.a.b=v")
+    overrides.append(e[len("--config."):])
+  return config_lib.load(args.config, overrides)
+
+
+def cmd_plan(args, extras) -> int:
+  from depthscale.sweep import plan, runner
+  c = _load(args, extras)
+  task, groups = runner.planned(c)
+  t = c.train
+  out_dim = task.output_dim(max(c.grid.length))
+  total_p = total_u = total_s = 0.0
+  print(f"{c.name}: {sum(len(g.cells) for g in groups)} models in {len(groups)} groups "
+        f"(strategy {c.plan.strategy}), {t.steps} steps each, batch {t.batch_size}")
+  print(f"{'group':28s} {'models':>6s} {'padded shape (d,w,r)':>20s} {'useful/padded':>13s} "
+        f"{'GFLOP':>10s} {'memory':>9s} {'est. time':>10s}")
+  for g in groups:
+    seq = task.seq_len(g.length)
+    padded, useful = plan.group_cost(g, seq, t.batch_size, t.steps, c.model.mlp_ratio, out_dim)
+    mem = plan.memory_bytes(g, seq, t.batch_size, c.model.mlp_ratio, task.input_vocab or 0,
+                            out_dim)
+    secs = padded / (c.plan.gflops * 1e9) + c.plan.compile_s
+    total_p, total_u, total_s = total_p + padded, total_u + useful, total_s + secs
+    print(f"{g.id:28s} {len(g.cells):6d} {str(g.padded_shape()):>20s} "
+          f"{useful / padded:13.0%} {padded / 1e9:10.3g} {mem / 2**20:7.0f}MB "
+          f"{secs / 3600:9.2f}h")
+  print(f"total: {total_p / 1e9:.3g} GFLOP padded, {total_u / 1e9:.3g} useful "
+        f"({total_u / total_p:.0%}); est. {total_s / 3600:.2f} h at {c.plan.gflops:g} GFLOP/s "
+        f"(config.plan.gflops) + {c.plan.compile_s:g} s compile per group")
+  return 0
+
+
+def cmd_run(args, extras) -> int:
+  from depthscale.sweep import runner
+  c = _load(args, extras)
+  runner.run(c, args.workdir, progress=not args.no_progress)
+  return 0
+
+
+def cmd_report(args, extras) -> int:
+  import os
+  from depthscale.report import build_report
+  if extras:
+    raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
+  if not os.path.isdir(args.workdir):
+    raise ValueError(f"no such workdir {args.workdir!r}")
+  try:
+    print(build_report(args.workdir))
+  except FileNotFoundError as e:
+    raise ValueError(str(e)) from None
+  return 0
+
+
+def add_commands(commands) -> None:
+  for name, handler, help_ in [("plan", cmd_plan, "print the plan: groups, FLOPs, memory, time"),
+                               ("run", cmd_run, "run the plan in a workdir (resumable)")]:
+    p = commands.add_parser(name, help=help_, allow_abbrev=False)
+    p.add_argument("--config", required=True, metavar="FILE.py[:ARG]",
+                   help="study config; --config.a.b=v overrides a field")
+    if name == "run":
+      p.add_argument("--workdir", required=True, help="where results and checkpoints go")
+      p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=handler, accepts_options=True)
+  p = commands.add_parser("report", help="rebuild report.md, fits.json and plots of a workdir",
+                          allow_abbrev=False)
+  p.add_argument("workdir")
+  p.set_defaults(handler=cmd_report)

@@ -1,0 +1,126 @@
+"""Sweeps end to end on a smoke config: outputs consistent, resumable after kill -9,
+bad configs refused in one line before compiling, a workdir never overwritten."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from depthscale import config
+from depthscale.sweep import runner
+
+SMOKE = "experiments/quickstart.py:smoke"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, **kw):
+  env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
+  return subprocess.Popen([sys.executable, "-m", "depthscale.cli", *args], cwd=ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          **kw)
+
+
+def run_to_end(workdir, *extra):
+  p = cli("run", "--config", SMOKE, "--workdir", str(workdir), *extra)
+  out, err = p.communicate(timeout=600)
+  assert p.returncode == 0, err[-2000:]
+  return out, err
+
+
+def read_csv(path):
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def checkpoint_steps(workdir):
+  base = os.path.join(workdir, "checkpoints")
+  steps = []
+  for root, dirs, _ in os.walk(base):
+    steps += [int(d) for d in dirs if d.isdigit()]
+  return steps
+
+
+@pytest.mark.slow
+def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path):
+  ref = tmp_path / "ref"
+  run_to_end(ref)
+  c = config.load(SMOKE)
+  n_models = len(c.grid.depth) * len(c.grid.width) * len(c.grid.seed) * len(c.grid.lr)
+  rows = read_csv(ref / "results.csv")
+  assert len(rows) == n_models >= 6 and len({r["depth"] for r in rows}) >= 2
+  for name in ("fits.json", "report.md", "config.json"):
+    assert (ref / name).exists(), name
+  runs = [d for d in os.listdir(ref / "wandb") if d.startswith("offline-run-")]
+  assert len({d.rsplit("-", 1)[-1] for d in runs}) == n_models + 1  # + the summary run
+  fits = json.loads((ref / "fits.json").read_text())
+  assert "depth_vs_log2_nstar" in json.dumps(fits)
+
+  # kill -9 at two points, rerun, and compare with the uninterrupted run
+  got = tmp_path / "got"
+  for wait_for in (60, 180):
+    p = cli("run", "--config", SMOKE, "--workdir", str(got))
+    deadline = time.time() + 300
+    while max(checkpoint_steps(got) or [0]) < wait_for and p.poll() is None:
+      assert time.time() < deadline
+      time.sleep(0.2)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+  assert not (got / "results.csv").exists() or len(read_csv(got / "results.csv")) < n_models
+  run_to_end(got)
+  strip = lambda rs: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rs]
+  assert strip(read_csv(got / "results.csv")) == strip(rows)
+  for gid in os.listdir(ref / "groups"):
+    a = json.loads((ref / "groups" / gid).read_text())
+    b = json.loads((got / "groups" / gid).read_text())
+    assert a["curves"] == b["curves"] and a["per_position_acc"] == b["per_position_acc"]
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+  p = cli("run", "--config", SMOKE, "--workdir", str(tmp_path / "w"))
+  deadline = time.time() + 300
+  while max(checkpoint_steps(tmp_path / "w") or [0]) < 60 and p.poll() is None:
+    assert time.time() < deadline
+    time.sleep(0.2)
+  p.send_signal(signal.SIGTERM)
+  _, err = p.communicate(timeout=120)
+  assert p.returncode == 0, err[-2000:]
+  assert "Rerun the same command to resume" in err
+  assert not (tmp_path / "w" / "results.csv").exists()
+
+
+BAD = [("--config.grid.depth=[0, 2]", "grid.depth"),
+       ("--config.grid.width=[31]", "grid.width"),
+       ("--config.task=nope", "task"),
+       ("--config.train.steps=-5", "train.steps"),
+       ("--config.grid.seed=[]", "grid.seed"),
+       ("--config.grid.lr=['fast']", "grid.lr"),
+       ("--config.train.batch_size=0", "train.batch_size"),
+       ("--config.model.pos=alibi", "model.pos"),
+       ("--config.nonexistent=3", "nonexistent")]
+
+
+@pytest.mark.parametrize("override,field", BAD)
+def test_bad_config_is_one_line_naming_the_field(tmp_path, override, field):
+  p = cli("run", "--config", SMOKE, "--workdir", str(tmp_path / "w"), override)
+  out, err = p.communicate(timeout=120)
+  assert p.returncode == 2
+  lines = err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("depthscale: error:") and field in lines[0]
+  assert "Traceback" not in err
+  assert not (tmp_path / "w").exists()  # refused before anything was written
+
+
+def test_workdir_with_a_different_study_is_refused(tmp_path):
+  c = config.load(SMOKE)
+  runner.prepare_workdir(c, str(tmp_path))
+  before = (tmp_path / "config.json").read_text()
+  c.grid.depth = [1, 5]
+  with pytest.raises(config.ConfigError, match="grid"):
+    runner.prepare_workdir(c, str(tmp_path))
+  assert (tmp_path / "config.json").read_text() == before
+  c2 = config.load(SMOKE, ["wandb.mode=disabled"])  # not part of the study's identity
+  runner.prepare_workdir(c2, str(tmp_path))
