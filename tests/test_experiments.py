@@ -1,0 +1,43 @@
+"""Every study config loads, validates and plans; its smoke variant is small but real."""
+import glob
+import os
+
+import pytest
+
+from depthscale import config
+from depthscale.sweep import runner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILES = sorted(glob.glob(os.path.join(ROOT, "experiments", "*.py")))
+ARGS = {"retrieval_layers.py": ["ic", "nonic"], "reachability_depth.py": [None, "cycles"]}
+
+
+def test_the_studies_of_the_brief_exist():
+  names = {os.path.basename(f) for f in FILES}
+  assert {"quickstart.py", "a5_depth.py", "a5_width.py", "khop_depth.py",
+          "retrieval_layers.py", "reachability_depth.py", "looped_a5.py"} <= names
+
+
+@pytest.mark.parametrize("path", FILES, ids=os.path.basename)
+def test_config_plans_and_smoke_is_small(path):
+  first = open(path).readline()
+  assert first.startswith("#") and ("depthscale run" in first or "make run" in first)
+  for arg in ARGS.get(os.path.basename(path), [None]):
+    full = config.load(path + (f":{arg}" if arg else ""))
+    _, groups = runner.planned(full)
+    assert groups
+    smoke_arg = f"{arg},smoke" if arg else "smoke"
+    smoke = config.load(f"{path}:{smoke_arg}")
+    _, groups = runner.planned(smoke)
+    models = [c for g in groups for c in g.cells]
+    assert len(models) >= 6 and len({c.spec.depth for c in models} |
+                                    {c.spec.repeats for c in models}) >= 2
+    assert smoke.train.steps // smoke.checkpoint_every >= 3  # checkpoints several times
+    assert smoke.train.steps * smoke.train.batch_size <= 300 * 16
+
+
+def test_paper_fits_recorded():
+  c = config.load(os.path.join(ROOT, "experiments", "a5_depth.py"))
+  assert (c.paper_fit.slope, c.paper_fit.intercept) == (4.8, -15.8)
+  c = config.load(os.path.join(ROOT, "experiments", "a5_width.py"))
+  assert (c.paper_fit.slope, c.paper_fit.intercept) == (7.2, -41.7)
