@@ -46,10 +46,29 @@ def cmd_plan(args, extras) -> int:
   return 0
 
 
+def worker(args) -> tuple[int, int]:
+  """(process index, process count): multi-process JAX when asked for (flags) or when
+  the environment provides it (a SLURM step with several tasks); else (0, 1)."""
+  import os
+  import jax
+  if args.num_processes > 1:
+    if not 0 <= args.process_id < args.num_processes or not args.coordinator:
+      raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT and "
+                       "0 <= --process-id < --num-processes")
+    jax.distributed.initialize(coordinator_address=args.coordinator,
+                               num_processes=args.num_processes, process_id=args.process_id)
+  elif int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_STEP_ID" in os.environ:
+    jax.distributed.initialize()
+  else:
+    return 0, 1
+  return jax.process_index(), jax.process_count()
+
+
 def cmd_run(args, extras) -> int:
   from depthscale.sweep import runner
   c = _load(args, extras)
-  runner.run(c, args.workdir, progress=not args.no_progress)
+  runner.planned(c)  # validate before starting anything distributed
+  runner.run(c, args.workdir, progress=not args.no_progress, worker=worker(args))
   return 0
 
 
@@ -76,6 +95,10 @@ def add_commands(commands) -> None:
     if name == "run":
       p.add_argument("--workdir", required=True, help="where results and checkpoints go")
       p.add_argument("--no-progress", action="store_true", help="no progress bar")
+      p.add_argument("--num-processes", type=int, default=1,
+                     help="multi-process JAX: processes splitting the plan (default 1)")
+      p.add_argument("--process-id", type=int, default=0, help="this process's index")
+      p.add_argument("--coordinator", default="", help="HOST:PORT of process 0")
     p.set_defaults(handler=handler, accepts_options=True)
   p = commands.add_parser("report", help="rebuild report.md, fits.json and plots of a workdir",
                           allow_abbrev=False)

@@ -35,12 +35,27 @@ class GroupResult:
   per_position_acc: np.ndarray     # [M, counted positions] held-out
 
 
-def build(task, specs, tcfg: train.TrainConfig, pos="learned", mlp_ratio=4):
+def build(task, specs, tcfg: train.TrainConfig, pos="learned", mlp_ratio=4, devices=None):
+  """The group's program inputs, with the models axis sharded over `devices` (all local
+  devices by default; M must divide evenly, see `fill`)."""
   cfg = ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
                               output_dim=task.output_dim(tcfg.length), vocab=task.input_vocab,
                               input_dim=task.input_dim, pos=pos, mlp_ratio=mlp_ratio)
   state = train.init_state(ensemble.init_params(specs, cfg), tcfg)
-  return cfg, state, train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
+  inputs = (state, train.stack_hparams(specs), ensemble.stack_arch(specs, cfg))
+  devices = devices or jax.local_devices()
+  if len(devices) > 1:
+    mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
+    by_model = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("models"))
+    inputs = jax.device_put(inputs, by_model)
+  return (cfg,) + inputs
+
+
+def fill(specs, n_devices: int):
+  """Specs padded with copies of the last one so that M divides over the devices (the
+  copies' results are dropped); models never talk to each other, so no collectives."""
+  extra = -len(specs) % n_devices
+  return list(specs) + [specs[-1]] * extra
 
 
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
@@ -52,6 +67,8 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   if total % k or (checkpoint_every and checkpoint_every % k):
     raise ValueError(f"total_steps ({total}) and checkpoint_every ({checkpoint_every}) must "
                      f"be multiples of steps_per_call ({k})")
+  n_real = len(specs)
+  specs = fill(specs, jax.local_device_count())
   cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio)
   m = len(specs)
   curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
@@ -92,12 +109,13 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   batch = metrics.held_out(task, tcfg.length, eval_size)
   res = metrics.make_evaluate(task, cfg)(state.params, arch, batch)
   mask_T = np.asarray(batch.mask).any(0)
-  rows = metrics.summarize(res, mask_T, threshold)
-  frozen = np.asarray(state.frozen)
+  rows = metrics.summarize(res, mask_T, threshold)[:n_real]
+  specs, frozen = specs[:n_real], np.asarray(state.frozen)
   for i, (spec, row) in enumerate(zip(specs, rows)):
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
                final_loss=float(curves["loss"][-1, i]), steps=total, frozen=bool(frozen[i]),
                train_s=train_s)
-  acc = np.asarray(jax.device_get(res["per_position_acc"]))[:, mask_T]
+  acc = np.asarray(jax.device_get(res["per_position_acc"]))[:n_real, mask_T]
+  curves = {k: v[:, :n_real] for k, v in curves.items()}
   return GroupResult(rows=rows, curves=curves, per_position_acc=acc)

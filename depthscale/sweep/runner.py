@@ -16,6 +16,7 @@ import time
 from depthscale import config as config_lib
 from depthscale.core import train
 from depthscale.io import results, trackers
+from depthscale.io.claims import Claim
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import grid, plan
 from depthscale.sweep.group import Interrupted, train_group
@@ -87,20 +88,36 @@ def log_group(tracker, rows, res, log_every=10):
     tracker.log_model(row["model"], conf, curves, summary)
 
 
-def run(c, workdir: str, progress: bool = True, groups_filter=None) -> list[dict]:
-  """Train every group not yet finished; returns all rows found in the workdir."""
+def share(c, task, groups, index: int, count: int):
+  """This worker's groups when `count` workers split the plan (balanced by cost)."""
+  if count <= 1:
+    return groups
+  cost = plan.cost_fn(task, c, task.output_dim(max(c.grid.length)))
+  return plan.assign(groups, count, cost)[index]
+
+
+def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True) -> list[dict]:
+  """Train every group of this worker's share not yet finished (worker = (index, count):
+  processes or array tasks splitting the plan); returns all rows in the workdir."""
   task, groups = planned(c)
+  groups = share(c, task, groups, *worker)
   prepare_workdir(c, workdir)
   stop = StopFlag().install()
   tracker = trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
                                   project=c.wandb.project)
   wall0 = time.perf_counter()
   todo = [g for g in groups if not os.path.exists(results.group_path(workdir, g.id))]
-  if groups_filter is not None:
-    todo = [g for g in todo if groups_filter(g)]
   print(f"depthscale: {len(groups)} groups, {len(todo)} to train, "
         f"{sum(len(g.cells) for g in groups)} models -> {workdir}", file=sys.stderr)
   for i, g in enumerate(todo):
+    claim = Claim(workdir, g.id)
+    if not claim.acquire():
+      print(f"depthscale: group {g.id} is being trained by another launch; skipped",
+            file=sys.stderr)
+      continue
+    if os.path.exists(results.group_path(workdir, g.id)):  # finished by another launch
+      claim.release()
+      continue
     ckpt = GroupCheckpoints(os.path.abspath(os.path.join(workdir, "checkpoints", g.id)))
     try:
       res = train_group(task, g.specs, train_config(c, g.length),
@@ -119,8 +136,10 @@ def run(c, workdir: str, progress: bool = True, groups_filter=None) -> list[dict
       row.update(group=g.id, model=cell.key)
     log_group(tracker, res.rows, res)  # first: a kill before the next line re-logs
     results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
+    claim.release()
+    print(f"depthscale: group {g.id} done", file=sys.stderr)
   rows = collect(workdir)
-  if todo:
+  if todo and report:
     from depthscale.report import build_report  # matplotlib only when there is news
     report = build_report(workdir)
     with open(os.path.join(workdir, "fits.json")) as f:

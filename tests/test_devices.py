@@ -1,0 +1,33 @@
+"""The models axis sharded over 8 forced CPU devices gives the results of 1 device."""
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(workdir, devices):
+  env = dict(os.environ, WANDB_MODE="disabled",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", "--config",
+                      "experiments/quickstart.py:smoke", "--workdir", str(workdir),
+                      "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True,
+                     timeout=600)
+  assert p.returncode == 0, p.stderr[-2000:]
+  with open(os.path.join(workdir, "results.csv")) as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_eight_devices_match_one(tmp_path):
+  one, eight = run(tmp_path / "one", 1), run(tmp_path / "eight", 8)
+  assert [r["model"] for r in one] == [r["model"] for r in eight] and len(one) == 6
+  assert [r["n_star"] for r in one] == [r["n_star"] for r in eight]
+  for key in ("final_loss", "eval_loss"):
+    a = np.array([float(r[key]) for r in one])
+    b = np.array([float(r[key]) for r in eight])
+    np.testing.assert_allclose(b, a, rtol=1e-4)

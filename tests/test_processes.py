@@ -1,0 +1,75 @@
+"""Several launches on one workdir: two JAX processes split a sweep, two simultaneous
+launches never train a group twice, and a corrupt latest checkpoint falls back."""
+import csv
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from depthscale.io.checkpoint import GroupCheckpoints
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARGS = ["run", "--config", "experiments/quickstart.py:smoke", "--no-progress",
+        "--config.plan.max_models_per_group=3"]  # 2 groups of 3 models
+
+
+def launch(workdir, *extra):
+  env = dict(os.environ, WANDB_MODE="disabled")
+  return subprocess.Popen([sys.executable, "-m", "depthscale.cli", *ARGS, "--workdir",
+                           str(workdir), *extra], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(procs):
+  errs = []
+  for p in procs:
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-2000:]
+    errs.append(err)
+  return errs
+
+
+def rows(workdir):
+  with open(os.path.join(workdir, "results.csv")) as f:
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in csv.DictReader(f)]
+
+
+def done(err):
+  return [l.split()[2] for l in err.splitlines() if l.endswith(" done")]
+
+
+@pytest.mark.slow
+def test_processes_and_concurrent_launches_match_one_process(tmp_path):
+  ref = tmp_path / "ref"
+  (err,) = finish([launch(ref)])
+  assert len(done(err)) == 2
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    port = s.getsockname()[1]
+  dist = tmp_path / "dist"
+  errs = finish([launch(dist, "--num-processes", "2", "--process-id", str(i),
+                        "--coordinator", f"localhost:{port}") for i in range(2)])
+  assert [len(done(e)) for e in errs] == [1, 1]  # each process trained its share
+  assert rows(dist) == rows(ref)
+  both = tmp_path / "both"
+  errs = finish([launch(both), launch(both)])
+  trained = done(errs[0]) + done(errs[1])
+  assert sorted(trained) == sorted(set(trained)) and len(trained) == 2  # never twice
+  finish([launch(both)])  # a rerun merges: every group present once
+  assert rows(both) == rows(ref)
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, capsys):
+  tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.zeros((), np.int32)}
+  ck = GroupCheckpoints(str(tmp_path / "ck"))
+  ck.save(10, tree)
+  ck.save(20, {"w": tree["w"] + 1, "step": np.full((), 20, np.int32)})
+  for root, _, files in os.walk(tmp_path / "ck" / "20"):
+    for f in files:  # a half-written save: every file truncated
+      open(os.path.join(root, f), "w").close()
+  step, got = GroupCheckpoints(str(tmp_path / "ck")).restore_latest(tree)
+  assert step == 10 and np.array_equal(got["w"], tree["w"])
+  assert "unreadable" in capsys.readouterr().err
