@@ -96,13 +96,15 @@ def share(c, task, groups, index: int, count: int):
   return plan.assign(groups, count, cost)[index]
 
 
-def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True) -> list[dict]:
+def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True,
+        signals=True) -> list[dict]:
   """Train every group of this worker's share not yet finished (worker = (index, count):
-  processes or array tasks splitting the plan); returns all rows in the workdir."""
+  processes or array tasks splitting the plan); returns all rows in the workdir.
+  `signals=False` leaves SIGTERM/SIGUSR2 to a host such as submitit (which requeues)."""
   task, groups = planned(c)
   groups = share(c, task, groups, *worker)
   prepare_workdir(c, workdir)
-  stop = StopFlag().install()
+  stop = StopFlag().install() if signals else StopFlag()
   tracker = trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
                                   project=c.wandb.project)
   wall0 = time.perf_counter()

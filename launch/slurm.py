@@ -1,0 +1,98 @@
+# Run: python launch/slurm.py --config experiments/a5_depth.py --workdir /shared/runs/a5 \
+#        [--partition gpu --gpus-per-node 1 --shards 7 --timeout-min 1440] [--dry-run]
+"""Submit a study's plan to SLURM as a job array (submitit), one task per shard of groups.
+
+Every task runs the same resumable runner on the one shared workdir and takes its share
+of groups (balanced by the planner's cost model); a task that times out or is preempted
+is requeued by submitit and resumes from its group's latest checkpoint. Claims keep two
+tasks from ever training the same group. The last task to finish merges results.csv and
+the report; `depthscale report WORKDIR` rebuilds it at any time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import submitit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from depthscale import config as config_lib  # noqa: E402  (after the path fix above)
+
+
+class Shard(submitit.helpers.Checkpointable):
+  """One array task: trains shard `index` of `count` (requeued as is on timeout)."""
+
+  def __init__(self, spec: str, overrides: list[str], workdir: str, index: int, count: int):
+    self.spec, self.overrides, self.workdir = spec, overrides, workdir
+    self.index, self.count = index, count
+
+  def __call__(self) -> int:
+    from depthscale.sweep import runner
+    c = config_lib.load(self.spec, self.overrides)
+    rows = runner.run(c, self.workdir, progress=False, worker=(self.index, self.count),
+                      signals=False)
+    return len(rows)
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--config", required=True, metavar="FILE.py[:ARG]")
+  ap.add_argument("--workdir", required=True, help="shared by every task (e.g. on NFS)")
+  ap.add_argument("--partition", default=None)
+  ap.add_argument("--gpus-per-node", type=int, default=0)
+  ap.add_argument("--cpus-per-task", type=int, default=None)
+  ap.add_argument("--mem-gb", type=int, default=None)
+  ap.add_argument("--timeout-min", type=int, default=24 * 60)
+  ap.add_argument("--shards", type=int, default=0, help="array tasks (default: one per group)")
+  ap.add_argument("--parallel", type=int, default=0, help="most tasks running at once")
+  ap.add_argument("--dry-run", action="store_true", help="print the array; submit nothing")
+  ap.add_argument("--wait", action="store_true", help="wait for the array, then report")
+  args, extras = ap.parse_known_args(argv)
+  try:
+    overrides = []
+    for e in extras:
+      if not e.startswith("--config."):
+        raise config_lib.ConfigError(f"unrecognized argument {e!r}")
+      overrides.append(e[len("--config."):])
+    c = config_lib.load(args.config, overrides)
+    from depthscale.sweep import runner
+    task, groups = runner.planned(c)
+    count = args.shards or len(groups)
+    parts = [runner.share(c, task, groups, i, count) for i in range(count)]
+  except ValueError as e:
+    print(f"slurm.py: error: {e}", file=sys.stderr)
+    return 2
+  workdir = os.path.abspath(args.workdir)
+  print(f"{c.name}: {len(groups)} groups -> array of {count} tasks, workdir {workdir}")
+  for i, part in enumerate(parts):
+    print(f"  task {i}: {len(part)} groups, {sum(len(g.cells) for g in part)} models: "
+          + ", ".join(g.id for g in part))
+  if args.dry_run:
+    return 0
+  runner.prepare_workdir(c, workdir)  # refuse a different study before submitting
+  executor = submitit.AutoExecutor(folder=os.path.join(workdir, "slurm", "%A_%a"))
+  params = dict(timeout_min=args.timeout_min, slurm_partition=args.partition,
+                gpus_per_node=args.gpus_per_node or None, cpus_per_task=args.cpus_per_task,
+                mem_gb=args.mem_gb, slurm_array_parallelism=args.parallel or count,
+                name=c.name)
+  executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
+  spec = os.path.abspath(args.config.partition(":")[0])
+  spec += ":" + args.config.partition(":")[2] if ":" in args.config else ""
+  with executor.batch():
+    jobs = [executor.submit(Shard(spec, overrides, workdir, i, count)) for i in range(count)]
+  print(f"submitted array {jobs[0].job_id.split('_')[0]} ({count} tasks); "
+        f"logs in {workdir}/slurm/")
+  if args.wait:
+    for j in jobs:
+      j.result()
+    from depthscale.report import build_report
+    runner.collect(workdir)
+    print(f"report: {build_report(workdir)}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
