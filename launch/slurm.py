@@ -20,21 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from depthscale import config as config_lib  # noqa: E402  (after the path fix above)
-
-
-class Shard(submitit.helpers.Checkpointable):
-  """One array task: trains shard `index` of `count` (requeued as is on timeout)."""
-
-  def __init__(self, spec: str, overrides: list[str], workdir: str, index: int, count: int):
-    self.spec, self.overrides, self.workdir = spec, overrides, workdir
-    self.index, self.count = index, count
-
-  def __call__(self) -> int:
-    from depthscale.sweep import runner
-    c = config_lib.load(self.spec, self.overrides)
-    rows = runner.run(c, self.workdir, progress=False, worker=(self.index, self.count),
-                      signals=False)
-    return len(rows)
+from depthscale.sweep.shard import Shard  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -73,7 +59,7 @@ def main(argv=None) -> int:
   if args.dry_run:
     return 0
   runner.prepare_workdir(c, workdir)  # refuse a different study before submitting
-  executor = submitit.AutoExecutor(folder=os.path.join(workdir, "slurm", "%A_%a"))
+  executor = submitit.AutoExecutor(folder=os.path.join(workdir, "slurm", "%j"))
   params = dict(timeout_min=args.timeout_min, slurm_partition=args.partition,
                 gpus_per_node=args.gpus_per_node or None, cpus_per_task=args.cpus_per_task,
                 mem_gb=args.mem_gb, slurm_array_parallelism=args.parallel or count,

@@ -1,4 +1,36 @@
-"""Shared test settings: numpy-style rank promotion is an error, as in nanodo."""
+"""Shared test settings and fixtures.
+
+Numpy-style rank promotion is an error (as in nanodo); `reference_run` is one uninterrupted
+single-process run of the quickstart smoke study split into 2 groups, which the
+multi-process, concurrent-launch and SLURM tests compare against.
+"""
+import csv
+import os
+import subprocess
+import sys
+
 import jax
+import pytest
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPLIT_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
+               "--config.plan.max_models_per_group=3"]  # 2 groups of 3 models
+
+
+def read_rows(workdir):
+  """results.csv without the timing columns (those ending in _s)."""
+  with open(os.path.join(workdir, "results.csv")) as f:
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in csv.DictReader(f)]
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp("reference")
+  env = dict(os.environ, WANDB_MODE="disabled")
+  p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *SPLIT_SMOKE,
+                      "--workdir", str(workdir)], cwd=ROOT, env=env, capture_output=True,
+                     text=True, timeout=900)
+  assert p.returncode == 0, p.stderr[-2000:]
+  return workdir, p.stderr

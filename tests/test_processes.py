@@ -1,6 +1,5 @@
 """Several launches on one workdir: two JAX processes split a sweep, two simultaneous
 launches never train a group twice, and a corrupt latest checkpoint falls back."""
-import csv
 import os
 import socket
 import subprocess
@@ -9,11 +8,10 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import ROOT, SPLIT_SMOKE, read_rows as rows
 from depthscale.io.checkpoint import GroupCheckpoints
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ARGS = ["run", "--config", "experiments/quickstart.py:smoke", "--no-progress",
-        "--config.plan.max_models_per_group=3"]  # 2 groups of 3 models
+ARGS = ["run", *SPLIT_SMOKE]
 
 
 def launch(workdir, *extra):
@@ -32,19 +30,13 @@ def finish(procs):
   return errs
 
 
-def rows(workdir):
-  with open(os.path.join(workdir, "results.csv")) as f:
-    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in csv.DictReader(f)]
-
-
 def done(err):
   return [l.split()[2] for l in err.splitlines() if l.endswith(" done")]
 
 
 @pytest.mark.slow
-def test_processes_and_concurrent_launches_match_one_process(tmp_path):
-  ref = tmp_path / "ref"
-  (err,) = finish([launch(ref)])
+def test_processes_and_concurrent_launches_match_one_process(tmp_path, reference_run):
+  ref, err = reference_run
   assert len(done(err)) == 2
   with socket.socket() as s:
     s.bind(("localhost", 0))
