@@ -26,7 +26,8 @@ def defaults() -> ml_collections.ConfigDict:
   c.task_options = ml_collections.ConfigDict()
   c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
                                           length=[16], repeats=[1]))
-  c.model = ml_collections.ConfigDict(dict(heads=4, head_dim=0, mlp_ratio=4, pos="learned"))
+  c.model = ml_collections.ConfigDict(dict(heads=4, head_dim=0, mlp_ratio=4, pos="learned",
+                                           dtype="float32"))
   # head_dim > 0: heads = width // head_dim for each width (else model.heads everywhere)
   c.train = ml_collections.ConfigDict(dict(
       batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
@@ -161,6 +162,8 @@ def validate(c: ml_collections.ConfigDict):
   if c.model.pos not in ("learned", "rotary", "none"):
     raise ConfigError(f"model.pos: {c.model.pos!r}; valid: learned, rotary, none")
   _num(c, "model.mlp_ratio", 1, integer=True)
+  if c.model.dtype not in ("float32", "float64"):
+    raise ConfigError(f"model.dtype: {c.model.dtype!r}; valid: float32, float64")
   _num(c, "train.batch_size", 1, integer=True)
   steps = _num(c, "train.steps", 1, integer=True)
   k = _num(c, "train.steps_per_call", 1, integer=True)

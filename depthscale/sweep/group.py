@@ -35,12 +35,14 @@ class GroupResult:
   per_position_acc: np.ndarray     # [M, counted positions] held-out
 
 
-def build(task, specs, tcfg: train.TrainConfig, pos="learned", mlp_ratio=4, devices=None):
+def build(task, specs, tcfg: train.TrainConfig, pos="learned", mlp_ratio=4, devices=None,
+          dtype="float32"):
   """The group's program inputs, with the models axis sharded over `devices` (all local
   devices by default; M must divide evenly, see `fill`)."""
   cfg = ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
                               output_dim=task.output_dim(tcfg.length), vocab=task.input_vocab,
-                              input_dim=task.input_dim, pos=pos, mlp_ratio=mlp_ratio)
+                              input_dim=task.input_dim, pos=pos, mlp_ratio=mlp_ratio,
+                              dtype=dtype)
   state = train.init_state(ensemble.init_params(specs, cfg), tcfg)
   inputs = (state, train.stack_hparams(specs), ensemble.stack_arch(specs, cfg))
   devices = devices or jax.local_devices()
@@ -60,7 +62,8 @@ def fill(specs, n_devices: int):
 
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
                 eval_size: int = 1000, threshold: float = 0.95, pos: str = "learned",
-                mlp_ratio: int = 4, progress: bool = True, desc: str = "group",
+                mlp_ratio: int = 4, dtype: str = "float32", progress: bool = True,
+                desc: str = "group",
                 checkpoints=None, checkpoint_every: int = 0,
                 should_stop=lambda: False) -> GroupResult:
   k, total = steps_per_call, tcfg.total_steps
@@ -69,7 +72,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                      f"be multiples of steps_per_call ({k})")
   n_real = len(specs)
   specs = fill(specs, jax.local_device_count())
-  cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio)
+  cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio, dtype=dtype)
   m = len(specs)
   curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
   start = 0

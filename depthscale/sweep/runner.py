@@ -102,6 +102,9 @@ def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True,
   processes or array tasks splitting the plan); returns all rows in the workdir.
   `signals=False` leaves SIGTERM/SIGUSR2 to a host such as submitit (which requeues)."""
   task, groups = planned(c)
+  if c.model.dtype == "float64":
+    import jax
+    jax.config.update("jax_enable_x64", True)
   groups = share(c, task, groups, *worker)
   prepare_workdir(c, workdir)
   stop = StopFlag().install() if signals else StopFlag()
@@ -125,7 +128,8 @@ def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True,
       res = train_group(task, g.specs, train_config(c, g.length),
                         steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
                         threshold=c.eval.threshold, pos=c.model.pos,
-                        mlp_ratio=c.model.mlp_ratio, progress=progress,
+                        mlp_ratio=c.model.mlp_ratio, dtype=c.model.dtype,
+                        progress=progress,
                         desc=f"group {i + 1}/{len(todo)} n={g.length}", checkpoints=ckpt,
                         checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set)
     except Interrupted as e:
