@@ -79,7 +79,9 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   if checkpoints is not None:
     step, saved = checkpoints.restore_latest({"state": state, "curves": curves})
     if step is not None:
-      state, curves, start = saved["state"], saved["curves"], step
+      state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding),
+                           saved["state"], state)  # back where the fresh state lives
+      curves, start = saved["curves"], step
   chunk = train.make_train_chunk(task, cfg, tcfg, k)
   bar = tqdm(total=total, initial=start, desc=f"{desc} ({m} models)", unit="step",
              disable=not progress, leave=False)
