@@ -28,7 +28,7 @@ def read_rows(workdir):
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("reference")
-  env = dict(os.environ, WANDB_MODE="disabled")
+  env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
   p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *SPLIT_SMOKE,
                       "--workdir", str(workdir)], cwd=ROOT, env=env, capture_output=True,
                      text=True, timeout=900)

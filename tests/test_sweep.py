@@ -1,6 +1,5 @@
 """Sweeps end to end on a smoke config: outputs consistent, resumable after kill -9,
 bad configs refused in one line before compiling, a workdir never overwritten."""
-import csv
 import json
 import os
 import signal
@@ -10,11 +9,11 @@ import time
 
 import pytest
 
+from conftest import ROOT, SPLIT_SMOKE, read_rows
 from depthscale import config
 from depthscale.sweep import runner
 
 SMOKE = "experiments/quickstart.py:smoke"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cli(*args, **kw):
@@ -25,15 +24,10 @@ def cli(*args, **kw):
 
 
 def run_to_end(workdir, *extra):
-  p = cli("run", "--config", SMOKE, "--workdir", str(workdir), *extra)
+  p = cli("run", *SPLIT_SMOKE, "--workdir", str(workdir), *extra)
   out, err = p.communicate(timeout=600)
   assert p.returncode == 0, err[-2000:]
   return out, err
-
-
-def read_csv(path):
-  with open(path) as f:
-    return list(csv.DictReader(f))
 
 
 def checkpoint_steps(workdir):
@@ -45,34 +39,34 @@ def checkpoint_steps(workdir):
 
 
 @pytest.mark.slow
-def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path):
-  ref = tmp_path / "ref"
-  run_to_end(ref)
+def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path, reference_run):
+  ref, _ = reference_run
   c = config.load(SMOKE)
   n_models = len(c.grid.depth) * len(c.grid.width) * len(c.grid.seed) * len(c.grid.lr)
-  rows = read_csv(ref / "results.csv")
+  rows = read_rows(ref)
   assert len(rows) == n_models >= 6 and len({r["depth"] for r in rows}) >= 2
   for name in ("fits.json", "report.md", "config.json"):
     assert (ref / name).exists(), name
   runs = [d for d in os.listdir(ref / "wandb") if d.startswith("offline-run-")]
   assert len({d.rsplit("-", 1)[-1] for d in runs}) == n_models + 1  # + the summary run
   fits = json.loads((ref / "fits.json").read_text())
-  assert "depth_vs_log2_nstar" in json.dumps(fits)
+  best = fits["fits"]["depth_vs_log2_nstar"]["best"]
+  assert len(best["points"]) == len(c.grid.depth)  # the fit is of these rows
+  for p in best["points"]:
+    assert p["n_star"] == max(int(r["n_star"]) for r in rows if int(r["depth"]) == p["depth"])
 
   # kill -9 at two points, rerun, and compare with the uninterrupted run
   got = tmp_path / "got"
   for wait_for in (60, 180):
-    p = cli("run", "--config", SMOKE, "--workdir", str(got))
+    p = cli("run", *SPLIT_SMOKE, "--workdir", str(got))
     deadline = time.time() + 300
     while max(checkpoint_steps(got) or [0]) < wait_for and p.poll() is None:
       assert time.time() < deadline
       time.sleep(0.2)
     p.send_signal(signal.SIGKILL)
     p.communicate()
-  assert not (got / "results.csv").exists() or len(read_csv(got / "results.csv")) < n_models
   run_to_end(got)
-  strip = lambda rs: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rs]
-  assert strip(read_csv(got / "results.csv")) == strip(rows)
+  assert read_rows(got) == rows
   for gid in os.listdir(ref / "groups"):
     a = json.loads((ref / "groups" / gid).read_text())
     b = json.loads((got / "groups" / gid).read_text())
