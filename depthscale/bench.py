@@ -1,6 +1,7 @@
-"""Throughput bench: one grid of 16 models trained by the engine, then one model at a time.
+"""Throughput bench: one grid of 16 models trained by the engine and one model at a time.
 
-Reports model-steps/s and achieved GFLOP/s of both, and the device's measured matmul peak.
+Engine dispatches, single-model runs and a matmul-peak probe are interleaved in rounds, so
+each round's ratios compare like with like on a shared machine; the JSON reports medians.
 Imports core/, model/ and tasks/; must not import depthscale.cli (the CLI calls in here).
 """
 from __future__ import annotations
@@ -27,28 +28,30 @@ class Preset:
   seq: int
   batch: int
   heads: int
-  engine_k: int           # steps per engine dispatch (lax.scan length)
-  engine_calls: int       # timed engine dispatches (median taken)
-  sequential_steps: int   # timed steps per model in the sequential loop
+  engine_k: int           # steps per engine dispatch (lax.scan length); one dispatch per round
+  sequential_steps: int   # steps per model in the sequential loop
+  rounds: int             # each round: an engine dispatch, 16/rounds models in turn, the peak
 
 
 PRESETS = {
     "tiny": Preset(width=32, depth=2, seq=16, batch=16, heads=4,
-                   engine_k=50, engine_calls=5, sequential_steps=50),
+                   engine_k=50, sequential_steps=100, rounds=8),
     "small": Preset(width=64, depth=2, seq=32, batch=32, heads=4,
-                    engine_k=20, engine_calls=5, sequential_steps=20),
+                    engine_k=10, sequential_steps=20, rounds=8),
     "medium": Preset(width=256, depth=4, seq=64, batch=32, heads=4,
-                     engine_k=2, engine_calls=2, sequential_steps=1),
+                     engine_k=2, sequential_steps=1, rounds=2),
 }
 NUM_MODELS = 16
 SEEDS = (0, 1, 2, 3)
 LRS = (3e-4, 1e-3, 3e-3, 1e-2)
 TASK, TASK_OPTIONS = "word_problem", {"group": "A5"}
+PEAK_N = 1024
 FLOPS_FORMULA = (
     "FLOPs per model step = 6 * P * (batch * seq) + 12 * depth * seq^2 * width * batch, "
     "P = depth * (4 w^2 [q,k,v,o] + 2 * 4 w^2 [mlp]) + w * classes [head] (matmul parameters; "
-    "embedding lookups, layer norms, softmax and the optimizer not counted); the attention "
-    "term is forward + backward (3x) of QK^T and AV (2 * seq^2 * width flops each per layer)")
+    "embedding lookups, biases, layer norms, softmax and the optimizer not counted); the "
+    "attention term is forward + backward (3x) of QK^T and AV (2 * seq^2 * width flops each "
+    "per layer and sequence)")
 
 
 def check_preset(name: str) -> Preset:
@@ -76,24 +79,23 @@ def grid_specs(p: Preset) -> list[ensemble.ModelSpec]:
           for s in SEEDS for lr in LRS]
 
 
-def _median_time(fn: Callable[[], object], repeats: int) -> float:
-  """Median wall time of `repeats` calls of `fn` (which must block on its result)."""
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+def _timed(fn: Callable[[], object]) -> float:
+  t0 = time.perf_counter()
+  fn()
+  return time.perf_counter() - t0
 
 
-def matmul_peak_gflops(n: int = 1024, repeats: int = 20) -> float:
-  """Median float32 GFLOP/s of a jitted [n, n] @ [n, n] on the default device (2 n^3 flops)."""
+def make_peak_probe(n: int = PEAK_N, repeats: int = 10) -> Callable[[], float]:
+  """A function returning the median float32 GFLOP/s of a jitted [n, n] @ [n, n] (2 n^3)."""
   a_NxN = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
   b_NxN = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
   dot = jax.jit(jnp.dot)
   dot(a_NxN, b_NxN).block_until_ready()
-  seconds = _median_time(lambda: dot(a_NxN, b_NxN).block_until_ready(), repeats)
-  return 2 * n ** 3 / seconds / 1e9
+
+  def probe() -> float:
+    times = [_timed(lambda: dot(a_NxN, b_NxN).block_until_ready()) for _ in range(repeats)]
+    return 2 * n ** 3 / statistics.median(times) / 1e9
+  return probe
 
 
 def _shard_models(tree, devices):
@@ -102,22 +104,17 @@ def _shard_models(tree, devices):
   return jax.device_put(tree, NamedSharding(mesh, PartitionSpec("models")))
 
 
-def _setup(task, p: Preset, specs):
-  cfg = ensemble.group_config(specs, max_len=p.seq, output_dim=task.output_dim(p.seq),
-                              vocab=task.input_vocab)
-  total = p.engine_k * (p.engine_calls + 1) + p.sequential_steps + 1
-  tcfg = train.TrainConfig(batch_size=p.batch, length=p.seq, total_steps=total)
-  return cfg, tcfg
-
-
 def init_grid(task, p: Preset, specs):
   """(cfg, tcfg, state_M): the grid's group shape, train config and initial state."""
-  cfg, tcfg = _setup(task, p, specs)
+  cfg = ensemble.group_config(specs, max_len=p.seq, output_dim=task.output_dim(p.seq),
+                              vocab=task.input_vocab)
+  total = p.engine_k * (p.rounds + 1) + p.sequential_steps + 1
+  tcfg = train.TrainConfig(batch_size=p.batch, length=p.seq, total_steps=total)
   return cfg, tcfg, train.init_state(ensemble.init_params(specs, cfg), tcfg)
 
 
-def bench_engine(task, p: Preset, specs, devices, log) -> dict:
-  """All models in one group, `engine_k` steps per dispatch; median over timed dispatches."""
+def make_engine(task, p: Preset, specs, devices, log):
+  """Compile and warm up the engine; returns (one timed dispatch -> seconds, compile_s)."""
   cfg, tcfg, state_M = init_grid(task, p, specs)
   hp_M, arch_M = train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
   if len(devices) > 1:
@@ -130,49 +127,36 @@ def bench_engine(task, p: Preset, specs, devices, log) -> dict:
   carry = [chunk(state_M, hp_M, arch_M)[0]]  # the state is donated: keep only the newest
   jax.block_until_ready(carry[0])
 
-  def call():
+  def dispatch():
     carry[0], metrics = chunk(carry[0], hp_M, arch_M)
     jax.block_until_ready(metrics)
-
-  seconds = _median_time(call, p.engine_calls)
-  rate = len(specs) * p.engine_k / seconds
-  log(f"engine: {rate:.1f} model-steps/s (median of {p.engine_calls} dispatches, {seconds:.3f}s)")
-  return {"model_steps_per_s": rate, "compile_s": compile_s, "steps": p.engine_k * p.engine_calls,
-          "seconds_per_dispatch": seconds, "steps_per_dispatch": p.engine_k,
-          "devices": len(devices),
-          "how": "all models vmapped in one jitted lax.scan of steps_per_dispatch steps "
-                 "(make_train_chunk); median dispatch time after one warm-up dispatch"}
+  return (lambda: _timed(dispatch)), compile_s
 
 
-def bench_sequential(task, p: Preset, specs, log) -> dict:
-  """One model at a time: a jitted one-step function called in a Python loop per model."""
+def make_sequential(task, p: Preset, specs, log):
+  """Compile and warm up one M=1 step; returns (run models `idx` -> seconds, compile_s).
+
+  What a user would write: each model is its own group, trained by a jitted one-step
+  function called `sequential_steps` times in a Python loop, then the next model.
+  """
   cfg, tcfg, state_M = init_grid(task, p, specs)  # every model has the grid's shape
-  step = train.make_train_chunk(task, cfg, tcfg, 1)
-  models = [(jax.tree.map(lambda x: x[i:i + 1], state_M), train.stack_hparams([s]),
-             ensemble.stack_arch([s], cfg)) for i, s in enumerate(specs)]  # M = 1 groups
+  models = [[jax.tree.map(lambda x: x[i:i + 1], state_M), train.stack_hparams([s]),
+             ensemble.stack_arch([s], cfg)] for i, s in enumerate(specs)]
   t0 = time.perf_counter()
-  step = step.lower(*models[0]).compile()
+  step = train.make_train_chunk(task, cfg, tcfg, 1).lower(*models[0]).compile()
   compile_s = time.perf_counter() - t0
   log(f"sequential: compiled in {compile_s:.1f}s; warm-up step")
-  state, hp, arch = models[0]
-  state, metrics = step(state, hp, arch)
+  models[0][0], metrics = step(*models[0])
   jax.block_until_ready(metrics)
-  models[0] = (state, hp, arch)
-  per_model = []
-  for state, hp, arch in models:
-    t0 = time.perf_counter()
-    for _ in range(p.sequential_steps):
-      state, metrics = step(state, hp, arch)
-    jax.block_until_ready((state, metrics))
-    per_model.append(time.perf_counter() - t0)
-  seconds = statistics.median(per_model)
-  rate = p.sequential_steps / seconds
-  log(f"sequential: {rate:.1f} model-steps/s (median over {len(specs)} models of "
-      f"{p.sequential_steps} steps each, {seconds:.3f}s)")
-  return {"model_steps_per_s": rate, "compile_s": compile_s, "steps": p.sequential_steps,
-          "total_s": sum(per_model),
-          "how": "one M=1 group per model, a jitted one-step make_train_chunk called in a "
-                 "Python loop; median over models of the time for `steps` steps"}
+
+  def run(idx):
+    for i in idx:
+      state, hp, arch = models[i]
+      for _ in range(p.sequential_steps):
+        state, metrics = step(state, hp, arch)
+      jax.block_until_ready((state, metrics))
+      models[i][0] = state
+  return (lambda idx: _timed(lambda: run(idx))), compile_s
 
 
 def resolve_devices(count: int | None) -> list:
@@ -196,20 +180,38 @@ def run_bench(preset: str, devices: int | None = None, log: Callable[[str], None
   start = time.perf_counter()
   p = check_preset(preset)
   devs = resolve_devices(devices)
-  task = tasks.make(TASK, **TASK_OPTIONS)
-  specs = grid_specs(p)
+  task, specs = tasks.make(TASK, **TASK_OPTIONS), grid_specs(p)
   classes = task.output_dim(p.seq)
   flops = flops_per_model_step(p.depth, p.width, p.seq, p.batch, classes)
   dev = jax.devices()[0]
   log(f"bench {preset}: {NUM_MODELS} models, width {p.width}, depth {p.depth}, seq {p.seq}, "
-      f"batch {p.batch} on {len(devs)} x {dev.device_kind}")
-  log("matmul peak: timing jitted float32 1024x1024 @ 1024x1024")
-  peak = matmul_peak_gflops()
-  log(f"matmul peak: {peak:.1f} GFLOP/s")
-  engine = bench_engine(task, p, specs, devs, log)
-  sequential = bench_sequential(task, p, specs, log)
-  for mode in (engine, sequential):
-    mode["gflops"] = mode["model_steps_per_s"] * flops / 1e9
+      f"batch {p.batch}, heads {p.heads} on {len(devs)} x {dev.device_kind}")
+  peak_probe = make_peak_probe()
+  engine_dispatch, engine_compile_s = make_engine(task, p, specs, devs, log)
+  sequential_run, sequential_compile_s = make_sequential(task, p, specs, log)
+  rounds = []
+  for r in range(p.rounds):
+    idx = list(range(r, NUM_MODELS, p.rounds))
+    engine_rate = NUM_MODELS * p.engine_k / engine_dispatch()
+    sequential_rate = len(idx) * p.sequential_steps / sequential_run(idx)
+    peak = peak_probe()
+    rounds.append({"engine_model_steps_per_s": engine_rate,
+                   "sequential_model_steps_per_s": sequential_rate, "matmul_peak_gflops": peak,
+                   "sequential_models": idx})
+    log(f"round {r + 1}/{p.rounds}: engine {engine_rate:.1f} model-steps/s, sequential "
+        f"{sequential_rate:.1f} (models {idx}), matmul peak {peak:.1f} GFLOP/s")
+  median = lambda f: statistics.median(f(row) for row in rounds)
+  modes = {}
+  for mode, compile_s in (("engine", engine_compile_s), ("sequential", sequential_compile_s)):
+    rate = median(lambda row: row[f"{mode}_model_steps_per_s"])
+    modes[mode] = {"model_steps_per_s": rate, "gflops": rate * flops / 1e9,
+                   "compile_s": compile_s}
+  modes["engine"].update(steps_per_dispatch=p.engine_k, devices=len(devs), how=(
+      "all 16 models vmapped in one jitted lax.scan of steps_per_dispatch steps "
+      "(make_train_chunk), one dispatch per round after one warm-up dispatch"))
+  modes["sequential"]["how"] = (
+      "one M=1 group per model: a jitted one-step make_train_chunk called `steps` times in a "
+      "Python loop, then the next model; rounds split the 16 models between them")
   return {
       "preset": {"name": preset, **dataclasses.asdict(p), "task": TASK, **TASK_OPTIONS,
                  "classes": classes, "models": NUM_MODELS,
@@ -217,13 +219,18 @@ def run_bench(preset: str, devices: int | None = None, log: Callable[[str], None
                           "note": "16 models of one shape, differing in seed and learning rate"}},
       "device": {"kind": dev.device_kind, "platform": dev.platform,
                  "count": jax.device_count(), "used_by_engine": len(devs)},
-      "steps": {"engine": engine["steps"], "sequential": sequential["steps"]},
+      "steps": {"engine": p.engine_k * p.rounds, "sequential": p.sequential_steps},
       "flops_per_model_step": flops,
       "flops_formula": FLOPS_FORMULA,
-      "matmul_peak_gflops": peak,
-      "engine": engine,
-      "sequential": sequential,
-      "engine_over_sequential": engine["model_steps_per_s"] / sequential["model_steps_per_s"],
-      "engine_fraction_of_peak": engine["gflops"] / peak,
+      "matmul_peak_gflops": median(lambda row: row["matmul_peak_gflops"]),
+      "matmul_peak_how": f"jitted float32 {PEAK_N}x{PEAK_N} @ {PEAK_N}x{PEAK_N}, 2 n^3 flops, "
+                         "median of 10 per round",
+      **modes,
+      "engine_over_sequential": median(
+          lambda row: row["engine_model_steps_per_s"] / row["sequential_model_steps_per_s"]),
+      "engine_fraction_of_peak": median(
+          lambda row: row["engine_model_steps_per_s"] * flops / 1e9 / row["matmul_peak_gflops"]),
+      "ratios": "medians over rounds of each round's own ratio (interleaved on a shared machine)",
+      "rounds": rounds,
       "wall_s": time.perf_counter() - start,
   }

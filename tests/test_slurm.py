@@ -44,6 +44,9 @@ def test_job_array_with_a_requeue_matches_one_process(cluster, reference_run, tm
                         capture_output=True, text=True).stdout.split()
   assert jobs
   subprocess.run(["scontrol", "requeue", jobs[0]], env=cluster.env, check=True)
+  # SLURM holds a requeued job back for a while (BeginTime); let it start again now.
+  subprocess.run(["scontrol", "update", f"JobId={jobs[0]}", "StartTime=now"],
+                 env=cluster.env, capture_output=True)
   out, err = p.communicate(timeout=900)
   assert p.returncode == 0, (out, err[-3000:])
   assert "array of 2 tasks" in out and "report:" in out

@@ -126,8 +126,10 @@ class Stack(nn.Module):
   def __call__(self, x_TxD, arch: Arch):
     def body(block, x, on):
       return block(x, on, arch), None
+    # Unrolled for shallow stacks: measured +26% (tiny) and +48% (small) engine
+    # throughput on CPU (no per-step copies of the stacked layer buffers; BUILD_NOTES).
     scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
-                   length=self.cfg.depth)
+                   length=self.cfg.depth, unroll=self.cfg.depth if self.cfg.depth <= 6 else 1)
     x_TxD, _ = scan(Block(self.cfg, name="layer"), x_TxD, arch.layer_mask_L)
     return x_TxD
 

@@ -1,0 +1,143 @@
+"""Tests of the `depthscale` command line: printed examples, one-line user errors, exit codes.
+
+The word-problem check recomputes running products of A5 in pure Python from the printed
+inputs (no code shared with depthscale/tasks). No bench timing runs here.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from depthscale import bench, cli
+from depthscale.core import ensemble
+
+
+def run_main(argv, capsys):
+  rc = cli.main(argv)
+  out, err = capsys.readouterr()
+  return rc, out, err
+
+
+def a5_elements():
+  """Even permutations of 0..4 in lexicographic order (the task's documented ordering)."""
+  def parity(p):
+    return sum(p[i] > p[j] for i in range(5) for j in range(i + 1, 5)) % 2
+  return [p for p in itertools.permutations(range(5)) if parity(p) == 0]
+
+
+def parse_blocks(out: str) -> list[dict[str, list[int]]]:
+  """The int lists of each `# example i` block, wrapped lines included."""
+  blocks = out.split("# example ")[1:]
+  parsed = []
+  for block in blocks:
+    fields = dict(re.findall(r"^(\w+): \[([^\]]*)\]", block, re.M | re.S))
+    parsed.append({k: [int(v) for v in re.split(r",\s*", s.strip())] for k, s in fields.items()})
+  return parsed
+
+
+@pytest.mark.parametrize("argv", [["-n", "2"], ["-n", "2", "--length", "9", "--seed", "3"]])
+def test_show_word_problem_prints_running_products(argv, capsys):
+  rc, out, err = run_main(["tasks", "show", "word_problem", *argv], capsys)
+  assert rc == 0 and err == ""
+  examples = parse_blocks(out)
+  assert len(examples) == 2
+  elements = a5_elements()
+  index = {p: i for i, p in enumerate(elements)}
+  length = 9 if "--length" in argv else 128
+  for ex in examples:
+    assert len(ex["inputs"]) == len(ex["targets"]) == length
+    state = tuple(range(5))
+    for x, y in zip(ex["inputs"], ex["targets"]):
+      g = elements[x]
+      state = tuple(g[state[i]] for i in range(5))  # (a*b)[i] = b[a[i]]: apply a, then b
+      assert y == index[state]
+    assert ex["targets"][0] == ex["inputs"][0]
+
+
+def test_show_options_and_rounding(capsys):
+  rc, out, err = run_main(["tasks", "show", "retrieval", "-n", "1", "--length", "2",
+                           "--chains=2", "--implicit-curriculum=false"], capsys)
+  assert rc == 0 and err == ""
+  assert "chains=2" in out and "implicit_curriculum=False" in out
+  numbers = re.findall(r"-?\d+\.\d+", out.split("# example 0")[1])
+  assert numbers and all(len(n.split(".")[1]) == 2 for n in numbers)
+
+
+def test_tasks_list_names_every_task(capsys):
+  rc, out, err = run_main(["tasks", "list"], capsys)
+  assert rc == 0 and err == ""
+  lines = out.strip().splitlines()
+  assert sorted(line.split()[0] for line in lines) == sorted(
+      ["word_problem", "khop", "reachability", "retrieval"])
+  assert all(len(line.split(None, 1)) == 2 for line in lines)  # each has a description
+
+
+def test_parse_value():
+  assert cli.parse_value("3") == 3 and cli.parse_value("0.5") == 0.5
+  assert cli.parse_value("True") is True and cli.parse_value("false") is False
+  assert cli.parse_value("none") is None and cli.parse_value("A5") == "A5"
+
+
+BAD = {
+    "unknown task": ["tasks", "show", "nope"],
+    "bad option value": ["tasks", "show", "word_problem", "--group=A6"],
+    "bad option value, spaced": ["tasks", "show", "word_problem", "--group", "A6"],
+    "unknown option name": ["tasks", "show", "word_problem", "--grp=A5"],
+    "option without value": ["tasks", "show", "word_problem", "--group"],
+    "bad length": ["tasks", "show", "word_problem", "--length", "0"],
+    "non-int length": ["tasks", "show", "word_problem", "--length", "x"],
+    "no examples": ["tasks", "show", "word_problem", "-n", "0"],
+    "bad preset": ["bench", "--preset", "huge", "--json", "out.json"],
+    "missing json": ["bench", "--preset", "tiny"],
+    "unwritable json": ["bench", "--preset", "tiny", "--json", "/nonexistent/dir/b.json"],
+    "json is a directory": ["bench", "--preset", "tiny", "--json", "."],
+    "stray argument": ["tasks", "list", "--foo"],
+    "no command": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_user_errors_are_one_line(name, capsys):
+  rc, out, err = run_main(BAD[name], capsys)
+  assert rc == 2, name
+  assert out == ""
+  lines = err.splitlines()
+  assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), err
+  assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["unknown task", "bad option value", "bad preset"])
+def test_user_errors_exit_status_from_the_shell(name):
+  proc = subprocess.run([sys.executable, "-m", "depthscale.cli", *BAD[name]],
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 2
+  lines = proc.stderr.splitlines()
+  assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), proc.stderr
+  assert "Traceback" not in proc.stderr
+
+
+def test_flop_formula_by_hand():
+  # tiny: P = 2 * (4 + 8) * 32^2 + 32 * 60 = 26496; 6 * P * (16 * 16) = 40697856;
+  # attention 12 * 2 * 16^2 * 32 * 16 = 3145728.
+  assert bench.matmul_params(2, 32, 60) == 26496
+  assert bench.flops_per_model_step(depth=2, width=32, seq=16, batch=16, classes=60) == 43843584
+  # medium: P = 4 * 12 * 256^2 + 256 * 60 = 3161088; 6 * P * 2048 = 38843449344;
+  # attention 12 * 4 * 64^2 * 256 * 32 = 1610612736.
+  assert bench.flops_per_model_step(4, 256, 64, 32, 60) == 38843449344 + 1610612736
+
+
+def test_matmul_params_match_the_model():
+  """The formula counts exactly the model's matmul kernels (no embedding, bias or norm)."""
+  spec = ensemble.ModelSpec(depth=2, width=32, heads=4)
+  cfg = ensemble.group_config([spec], max_len=16, output_dim=60, vocab=60)
+  params = ensemble.init_params([spec], cfg)
+  flat = {"/".join(str(getattr(k, "key", k)) for k in path): leaf
+          for path, leaf in jax.tree_util.tree_leaves_with_path(params)}
+  kernels = sum(leaf[0].size for name, leaf in flat.items()
+                if name.endswith("kernel") and "embed" not in name)
+  assert kernels == bench.matmul_params(2, 32, 60)
