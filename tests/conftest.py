@@ -16,7 +16,8 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPLIT_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
-               "--config.plan.max_models_per_group=3"]  # 2 groups of 3 models
+               "--config.plan.max_models_per_group=3",  # 2 groups of 3 models
+               "--config.train.steps=180"]  # checkpoints at 60 and 120
 
 
 def read_rows(workdir):

@@ -19,7 +19,8 @@ def run(workdir, devices):
              XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
   p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", "--config",
                       "experiments/quickstart.py:smoke", "--workdir", str(workdir),
-                      "--no-progress", "--config.model.dtype=float64"], cwd=ROOT, env=env, capture_output=True, text=True,
+                      "--no-progress", "--config.model.dtype=float64",
+                      "--config.train.steps=120"], cwd=ROOT, env=env, capture_output=True, text=True,
                      timeout=600)
   assert p.returncode == 0, p.stderr[-2000:]
   with open(os.path.join(workdir, "results.csv")) as f:

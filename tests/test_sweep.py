@@ -57,7 +57,7 @@ def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path, reference_run):
 
   # kill -9 at two points, rerun, and compare with the uninterrupted run
   got = tmp_path / "got"
-  for wait_for in (60, 180):
+  for wait_for in (60, 120):
     p = cli("run", *SPLIT_SMOKE, "--workdir", str(got))
     deadline = time.time() + 300
     while max(checkpoint_steps(got) or [0]) < wait_for and p.poll() is None:
