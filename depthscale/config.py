@@ -5,6 +5,7 @@ Imports tasks/ only (to check task names and options); never model/, core/ or sw
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -99,16 +100,8 @@ def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
     node = node[p]
   if parts[-1] not in node:
     raise ConfigError(f"--config.{key}: unknown field; valid: {', '.join(sorted(node.keys()))}")
-  with node.unlocked() if hasattr(node, "unlocked") else _null():
+  with node.unlocked() if hasattr(node, "unlocked") else contextlib.nullcontext():
     node[parts[-1]] = value
-
-
-class _null:
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *a):
-    return False
 
 
 def _ints(c, field, lo=1):

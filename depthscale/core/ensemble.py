@@ -38,12 +38,10 @@ def group_config(specs, **shared) -> ModelConfig:
   """The smallest static shape that holds every spec (padding where they differ)."""
   if not specs:
     raise ValueError("a group needs at least one model")
-  looped = {s.repeats > 1 for s in specs}
-  repeats = max(s.repeats for s in specs)
   return ModelConfig(
       depth=max(s.depth for s in specs), width=max(s.width for s in specs),
       heads=max(s.heads for s in specs), head_size=max(s.head_dim for s in specs),
-      repeats=repeats if True in looped else 1, **shared)
+      repeats=max(s.repeats for s in specs), **shared)
 
 
 def true_config(cfg: ModelConfig, spec: ModelSpec) -> ModelConfig:
@@ -102,9 +100,3 @@ def stack_arch(specs, cfg: ModelConfig) -> Arch:
   """Arch [M, ...]: the per-model masks and true head sizes."""
   archs = [arch_for(cfg, s.depth, s.width, s.heads, s.repeats) for s in specs]
   return jax.tree.map(lambda *xs: jnp.stack(xs), *archs)
-
-
-def useful_fraction(specs, cfg: ModelConfig) -> float:
-  """Share of the padded program's layer-width product that real models use (for plans)."""
-  used = sum(s.depth * s.repeats * s.width ** 2 for s in specs)
-  return used / (len(specs) * cfg.depth * cfg.repeats * cfg.width ** 2)
