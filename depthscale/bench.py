@@ -31,6 +31,7 @@ class Preset:
   engine_k: int           # steps per engine dispatch (lax.scan length); one dispatch per round
   sequential_steps: int   # steps per model in the sequential loop
   rounds: int             # each round: an engine dispatch, 16/rounds models in turn, the peak
+  models_per_chunk: int = 0  # engine default (0 = all 16 vmapped at once); see BUILD_NOTES
 
 
 PRESETS = {
@@ -104,18 +105,19 @@ def _shard_models(tree, devices):
   return jax.device_put(tree, NamedSharding(mesh, PartitionSpec("models")))
 
 
-def init_grid(task, p: Preset, specs):
+def init_grid(task, p: Preset, specs, models_per_chunk: int = 0):
   """(cfg, tcfg, state_M): the grid's group shape, train config and initial state."""
   cfg = ensemble.group_config(specs, max_len=p.seq, output_dim=task.output_dim(p.seq),
                               vocab=task.input_vocab)
   total = p.engine_k * (p.rounds + 1) + p.sequential_steps + 1
-  tcfg = train.TrainConfig(batch_size=p.batch, length=p.seq, total_steps=total)
+  tcfg = train.TrainConfig(batch_size=p.batch, length=p.seq, total_steps=total,
+                           models_per_chunk=models_per_chunk)
   return cfg, tcfg, train.init_state(ensemble.init_params(specs, cfg), tcfg)
 
 
-def make_engine(task, p: Preset, specs, devices, log):
+def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0):
   """Compile and warm up the engine; returns (one timed dispatch -> seconds, compile_s)."""
-  cfg, tcfg, state_M = init_grid(task, p, specs)
+  cfg, tcfg, state_M = init_grid(task, p, specs, models_per_chunk)
   hp_M, arch_M = train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
   if len(devices) > 1:
     state_M, hp_M, arch_M = _shard_models((state_M, hp_M, arch_M), devices)
@@ -175,10 +177,12 @@ def resolve_devices(count: int | None) -> list:
   return local[:count]
 
 
-def run_bench(preset: str, devices: int | None = None, log: Callable[[str], None] = print) -> dict:
+def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | None = None,
+              log: Callable[[str], None] = print) -> dict:
   """Engine vs sequential throughput and matmul peak for `preset`, as a JSON-ready dict."""
   start = time.perf_counter()
   p = check_preset(preset)
+  chunk = p.models_per_chunk if models_per_chunk is None else models_per_chunk
   devs = resolve_devices(devices)
   task, specs = tasks.make(TASK, **TASK_OPTIONS), grid_specs(p)
   classes = task.output_dim(p.seq)
@@ -187,7 +191,7 @@ def run_bench(preset: str, devices: int | None = None, log: Callable[[str], None
   log(f"bench {preset}: {NUM_MODELS} models, width {p.width}, depth {p.depth}, seq {p.seq}, "
       f"batch {p.batch}, heads {p.heads} on {len(devs)} x {dev.device_kind}")
   peak_probe = make_peak_probe()
-  engine_dispatch, engine_compile_s = make_engine(task, p, specs, devs, log)
+  engine_dispatch, engine_compile_s = make_engine(task, p, specs, devs, log, chunk)
   sequential_run, sequential_compile_s = make_sequential(task, p, specs, log)
   rounds = []
   for r in range(p.rounds):
@@ -206,9 +210,11 @@ def run_bench(preset: str, devices: int | None = None, log: Callable[[str], None
     rate = median(lambda row: row[f"{mode}_model_steps_per_s"])
     modes[mode] = {"model_steps_per_s": rate, "gflops": rate * flops / 1e9,
                    "compile_s": compile_s}
-  modes["engine"].update(steps_per_dispatch=p.engine_k, devices=len(devs), how=(
+  modes["engine"].update(steps_per_dispatch=p.engine_k, devices=len(devs),
+                         models_per_chunk=train.chunk_size(NUM_MODELS, chunk), how=(
       "all 16 models vmapped in one jitted lax.scan of steps_per_dispatch steps "
-      "(make_train_chunk), one dispatch per round after one warm-up dispatch"))
+      "(make_train_chunk; models_per_chunk < 16: the vmapped step runs over chunks of that "
+      "many models in a lax.map), one dispatch per round after one warm-up dispatch"))
   modes["sequential"]["how"] = (
       "one M=1 group per model: a jitted one-step make_train_chunk called `steps` times in a "
       "Python loop, then the next model; rounds split the 16 models between them")

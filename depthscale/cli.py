@@ -135,7 +135,11 @@ def cmd_bench(args, extras) -> int:
   check_writable(args.json)
   if args.devices is not None and args.devices < 1:
     raise UsageError(f"--devices must be a positive count, got {args.devices}")
+  if args.models_per_chunk is not None and args.models_per_chunk < 0:
+    raise UsageError(f"--models-per-chunk must be >= 0 (0 = all 16 at once), "
+                     f"got {args.models_per_chunk}")
   result = bench.run_bench(args.preset, devices=args.devices,
+                           models_per_chunk=args.models_per_chunk,
                            log=lambda line: print(line, flush=True))
   try:
     with open(args.json, "w") as f:
@@ -186,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
   bench_parser.add_argument("--devices", type=int, default=None,
                             help="local devices to split the models over (default: all, "
                                  "if they divide the 16 models)")
+  bench_parser.add_argument("--models-per-chunk", type=int, default=None,
+                            help="engine runs the vmapped step on this many models at a time "
+                                 "(0 = all 16; default: the preset's measured best)")
   bench_parser.set_defaults(handler=cmd_bench)
   sweep_commands.add_commands(commands)
   return parser

@@ -33,7 +33,9 @@ def defaults() -> ml_collections.ConfigDict:
   c.train = ml_collections.ConfigDict(dict(
       batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
       decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
-      advance_at=0.95))
+      advance_at=0.95, models_per_chunk=0))
+  # models_per_chunk > 0: each step runs the vmapped models this many at a time (less
+  # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
   c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))
   c.plan = ml_collections.ConfigDict(dict(strategy="auto", max_models_per_group=64,
                                           gflops=20.0, compile_s=20.0))
@@ -169,6 +171,7 @@ def validate(c: ml_collections.ConfigDict):
   _num(c, "train.weight_decay", 0.0)
   _num(c, "train.warmup", 0, integer=True)
   _num(c, "train.clip_norm", 0.0)
+  _num(c, "train.models_per_chunk", 0, integer=True)
   if c.train.decay not in ("constant", "linear", "cosine"):
     raise ConfigError(f"train.decay: {c.train.decay!r}; valid: constant, linear, cosine")
   if c.train.curriculum not in ("none", "fixed", "adaptive"):

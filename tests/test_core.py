@@ -62,6 +62,27 @@ def test_padded_group_trains_each_model_as_alone(pos, specs):
   assert losses_SxM.shape == (50 * chunks, len(specs))
 
 
+def test_models_in_chunks_train_as_all_at_once():
+  """models_per_chunk runs the one vmapped step over chunks (lax.map): each model's
+  losses and parameters are those of the all-at-once group (float64: only rounding may
+  differ), and models land back in their own rows."""
+  task = tasks.make("word_problem", group="S3")
+  specs = MIXED[:4]
+  with jax.enable_x64(True):
+    out = {}
+    for b in (0, 2, 3):  # 3 does not divide 4: the chunk is the largest divisor, 2
+      tcfg = train.TrainConfig(batch_size=8, length=8, total_steps=40, models_per_chunk=b)
+      out[b] = _train(task, specs, 8, tcfg, 2, 20, dtype="float64")
+  assert train.chunk_size(4, 3) == 2 and train.chunk_size(4, 0) == 4
+  _, ref, ref_loss, _ = out[0]
+  assert np.all(np.ptp(ref_loss[-1]) > 0)  # the models really differ
+  for b in (2, 3):
+    _, got, got_loss, _ = out[b]
+    np.testing.assert_allclose(got_loss, ref_loss, rtol=1e-12)
+    for a, r in zip(jax.tree.leaves(got.params), jax.tree.leaves(ref.params)):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-9, atol=1e-12)
+
+
 def test_changing_hyperparameters_never_recompiles():
   task = tasks.make("word_problem", group="S3")
   specs = [ModelSpec(1, 16, 2, seed=0), ModelSpec(1, 16, 2, seed=1)]

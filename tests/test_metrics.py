@@ -40,6 +40,32 @@ def test_per_position_accuracy_matches_numpy():
     want = (correct * mask).sum(0) / np.maximum(mask.sum(0), 1)
     np.testing.assert_allclose(np.asarray(res["per_position_acc"][m]), want, atol=1e-6)
     assert float(res["per_position_acc"][m][0]) == 0.0  # the k prefix is never counted
+    # per-k accuracy: group the examples by the k that decode() reads off each string
+    ks = np.array([task.decode(batch, i)["k"] for i in range(64)])
+    for k in range(5):
+      sel = ks == k
+      want_k = (correct[sel] * mask[sel]).sum() / mask[sel].sum()
+      np.testing.assert_allclose(float(res["per_level_acc"][m][k]), want_k, atol=1e-6)
+  rows = metrics.summarize(res, np.asarray(batch.mask).any(0))
+  for m, row in enumerate(rows):
+    acc = np.asarray(res["per_level_acc"][m])
+    assert row["k_star"] == metrics.k_star(acc)
+    assert row["level_acc"] == " ".join(f"{a:.3f}" for a in acc)
+
+
+def test_k_star_is_the_last_level_of_the_solved_prefix():
+  assert metrics.k_star(np.array([1.0, 0.99, 0.96, 0.5, 0.97])) == 2
+  assert metrics.k_star(np.array([0.9, 1.0])) == -1
+  assert metrics.k_star(np.ones(5)) == 4
+  assert metrics.k_star(np.array([1.0, 0.8]), threshold=0.75) == 1
+
+
+def test_single_difficulty_tasks_have_no_levels():
+  task = tasks.make("khop", k=2)
+  cfg, params, arch = _models(task, 8, [ModelSpec(1, 16, 2)])
+  res = metrics.make_evaluate(task, cfg)(params, arch, metrics.held_out(task, 8, 16))
+  assert "per_level_acc" not in res
+  assert "k_star" not in metrics.summarize(res, np.ones(8, bool))[0]
 
 
 def test_retrieval_chain_loss_averages_to_the_loss():

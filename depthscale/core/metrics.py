@@ -27,9 +27,17 @@ def n_star(acc_T, mask_T, threshold: float = 0.95) -> int:
   return int(below[0]) if below.size else int(acc.size)
 
 
+def k_star(acc_L, threshold: float = 0.95) -> int:
+  """The hardest level solved: the largest k with accuracy >= threshold at every level
+  0..k (-1 if level 0 already fails); for k-hop, the hardest k solved."""
+  below = np.nonzero(np.asarray(acc_L) < threshold)[0]
+  return int(below[0]) - 1 if below.size else len(acc_L) - 1
+
+
 def make_evaluate(task, cfg: ModelConfig):
   """jitted (params_M, arch_M, batch) -> {per_position_acc [M,T], loss [M], seq_acc [M],
-  per_position_loss [M,T], chain_loss [M,D] (retrieval with implicit curriculum)}."""
+  per_position_loss [M,T], chain_loss [M,D] (retrieval with implicit curriculum),
+  per_level_acc [M,L] (tasks with `levels`: token accuracy of the examples at each level)}."""
   model = Transformer(cfg)
 
   def one(params, arch, batch):
@@ -45,16 +53,27 @@ def make_evaluate(task, cfg: ModelConfig):
       err_BxTxDxK = jnp.square(out - batch.targets).reshape(out.shape[:2] + (-1, k))
       err_BxTxD = err_BxTxDxK.mean(-1)
       res["chain_loss"] = (err_BxTxD * m_BxT[..., None]).sum((0, 1)) / m_BxT.sum()
+    levels = task.levels(batch)
+    if levels is not None:
+      level_B, num = levels
+      at_BxL = (level_B[:, None] == jnp.arange(num)[None]).astype(jnp.float32)
+      hits_L = at_BxL.T @ (correct_BxT * m_BxT).sum(1)
+      res["per_level_acc"] = hits_L / jnp.maximum(at_BxL.T @ m_BxT.sum(1), 1.0)
     return res
 
   return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
 
 
 def summarize(res_M, mask_T, threshold: float = 0.95) -> list[dict]:
-  """Host-side rows per model: n*, final held-out loss, sequence accuracy."""
+  """Host-side rows per model: n*, final held-out loss, sequence accuracy, and for tasks
+  with levels the hardest level solved (k_star) and the accuracy per level."""
   res = jax.device_get(res_M)
   rows = []
   for m in range(len(res["loss"])):
     rows.append(dict(n_star=n_star(res["per_position_acc"][m], mask_T, threshold),
                      eval_loss=float(res["loss"][m]), seq_acc=float(res["seq_acc"][m])))
+    if "per_level_acc" in res:
+      acc_L = res["per_level_acc"][m]
+      rows[-1].update(k_star=k_star(acc_L, threshold),
+                      level_acc=" ".join(f"{a:.3f}" for a in acc_L))
   return rows

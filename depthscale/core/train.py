@@ -31,6 +31,8 @@ class TrainConfig:
   b1: float = 0.9
   b2: float = 0.999
   clip_norm: float = 1.0           # 0 disables global-norm clipping
+  models_per_chunk: int = 0        # >0: run the vmapped step on this many models at a time
+                                   # (lax.map over chunks; same results, less live memory)
 
   def stages(self) -> tuple[int, ...]:
     """Curriculum lengths 2, 4, 8, ... up to `length` (just `length` if none)."""
@@ -161,10 +163,35 @@ def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
   return step
 
 
+def chunk_size(m: int, models_per_chunk: int) -> int:
+  """The largest divisor of m that is <= models_per_chunk (m itself when 0 or >= m)."""
+  if models_per_chunk <= 0 or models_per_chunk >= m:
+    return m
+  return max(b for b in range(1, models_per_chunk + 1) if m % b == 0)
+
+
+def map_models(fn_M, models_per_chunk: int):
+  """fn_M (already vmapped over the leading models axis of every argument and output),
+  applied to chunks of models one after another with lax.map. Chunk j holds models
+  j, j + M/b, j + 2M/b, ...: when the models axis is split over devices in contiguous
+  blocks (and b divides evenly over them), every chunk keeps every device busy."""
+  def run(*args_M):
+    m = jax.tree.leaves(args_M)[0].shape[0]
+    b = chunk_size(m, models_per_chunk)
+    if b == m:
+      return fn_M(*args_M)
+    split = lambda x: jnp.swapaxes(x.reshape((b, m // b) + x.shape[1:]), 0, 1)
+    merge = lambda x: jnp.swapaxes(x, 0, 1).reshape((m,) + x.shape[2:])
+    out = jax.lax.map(lambda a: fn_M(*a), jax.tree.map(split, args_M))
+    return jax.tree.map(merge, out)
+  return run
+
+
 def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
   """`steps_per_call` steps of all M models: (state_M, hparams_M, arch_M) ->
   (state_M, metrics {name: [K, M]}). Un-jitted; see make_train_chunk."""
-  step_M = jax.vmap(make_step(task, cfg, tcfg))  # the one vmap over models
+  step_M = map_models(jax.vmap(make_step(task, cfg, tcfg)),  # the one vmap over models
+                      tcfg.models_per_chunk)
 
   def chunk(state_M, hp_M, arch_M):
     return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,

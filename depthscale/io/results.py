@@ -16,7 +16,7 @@ import numpy as np
 
 COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats", "n_star",
            "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "group", "model",
-           "compile_s", "train_s"]
+           "k_star", "level_acc", "compile_s", "train_s"]
 
 
 def write_atomic(path: str, text: str) -> None:

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from depthscale.report import fits
 
 MODEL_COLS = ("task", "depth", "width", "heads", "lr", "length", "repeats", "seed", "n_star",
-              "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "train_s")
+              "k_star", "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "train_s")
 
 
 def _atomic(path: str, write) -> None:
@@ -238,6 +238,20 @@ def _fit_section(all_fit: dict, paper: dict | None) -> list[str]:
   return [f"Laws: {'; '.join(fits.LAWS.values())}.", ""] + _table(head, body) + [""] + notes
 
 
+def _levels_section(rows) -> list[str]:
+  """Hardest level solved (k* for k-hop) per setting and seed, with accuracy per level."""
+  if not any(isinstance(r.get("k_star"), int) for r in rows):
+    return []
+  set_cols = sorted({k for r in rows for k in r} - fits.OUTCOMES)
+  body = [[s.get(k) for k in set_cols] + [r.get("seed"), r.get("k_star"),
+                                           str(r.get("level_acc") or "–")]
+          for s, g in fits.group_settings(rows) for r in g]
+  return (["", "## Hardest level solved (k* for k-hop)", "",
+           "k* = largest k such that the held-out token accuracy is at least the threshold "
+           "at every k' <= k (-1: not even k = 0).", ""]
+          + _table(set_cols + ["seed", "k*", "accuracy at k = 0, 1, ..."], body))
+
+
 def _what_was_run(data: dict, sets: list[dict], workdir: str) -> list[str]:
   rows, groups, config = data["rows"], data["groups"], data["config"]
   if groups:
@@ -276,6 +290,7 @@ def build_report(workdir: str) -> str:
       groups, os.path.join(plot_dir, "training_curves.png"))
   md = _what_was_run(data, sets, workdir)
   md += ["", "## Fits", ""] + _fit_section(all_fit, data["config"].get("paper_fit"))
+  md += _levels_section(rows)
   md += ["", "## Plots", ""]
   for fname, skipped in plots.items():
     title = fname[:-4].replace("_", " ")

@@ -52,7 +52,8 @@ def train_config(c, length: int) -> train.TrainConfig:
   t = c.train
   return train.TrainConfig(batch_size=t.batch_size, length=length, total_steps=t.steps,
                            curriculum=t.curriculum, steps_per_stage=t.steps_per_stage,
-                           advance_at=t.advance_at, decay=t.decay, clip_norm=t.clip_norm)
+                           advance_at=t.advance_at, decay=t.decay, clip_norm=t.clip_norm,
+                           models_per_chunk=t.models_per_chunk)
 
 
 class StopFlag:
@@ -84,7 +85,8 @@ def log_group(tracker, rows, res, log_every=10):
                                 "repeats", "steps", "group")}
     curves = {"step": steps, **{k: v[[s - 1 for s in steps], m].tolist()
                                 for k, v in res.curves.items()}}
-    summary = {k: row[k] for k in ("n_star", "final_loss", "eval_loss", "seq_acc", "frozen")}
+    summary = {k: row[k] for k in ("n_star", "k_star", "final_loss", "eval_loss", "seq_acc",
+                                   "frozen") if k in row}
     tracker.log_model(row["model"], conf, curves, summary)
 
 

@@ -61,6 +61,12 @@ class Task(abc.ABC):
   def decode(self, batch: Batch, i: int) -> dict[str, Any]:
     """Example `i` of `batch` in plain Python (lists, ints, bools, floats)."""
 
+  def levels(self, batch: Batch) -> tuple[jax.Array, int] | None:
+    """For tasks that mix difficulties in one batch (k-hop with k per sequence): the
+    level of each example (int32 [B], in 0..L-1) and L; evaluation then reports accuracy
+    per level and the hardest level solved. None for single-difficulty tasks."""
+    return None
+
   def options(self) -> dict[str, Any]:
     """The options this task was made with (for configs and reports)."""
     return dict(self._options)

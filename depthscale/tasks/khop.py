@@ -125,6 +125,12 @@ class KHop(Task):
       raise ValueError(f"khop: length * alphabet must be < 2**31, got length={length}")
     return _sample(key, batch_size, length, self.alphabet, self.no_repeat, self.k, self.k_max)
 
+  def levels(self, batch: Batch) -> tuple[jax.Array, int] | None:
+    """k of each sequence (read off its prefix token) in random-k mode, else None."""
+    if self.k is not None:
+      return None
+    return batch.inputs[:, 0] - self.k_token(0), self.k_max + 1
+
   def _letter(self, v: int) -> str:
     return string.ascii_lowercase[v] if self.alphabet <= 26 else f"t{v}"
 
