@@ -38,9 +38,9 @@ PRESETS = {
     "tiny": Preset(width=32, depth=2, seq=16, batch=16, heads=4,
                    engine_k=50, sequential_steps=100, rounds=8),
     "small": Preset(width=64, depth=2, seq=32, batch=32, heads=4,
-                    engine_k=10, sequential_steps=20, rounds=8),
+                    engine_k=10, sequential_steps=20, rounds=8, models_per_chunk=2),
     "medium": Preset(width=256, depth=4, seq=64, batch=32, heads=4,
-                     engine_k=2, sequential_steps=1, rounds=2),
+                     engine_k=2, sequential_steps=1, rounds=2, models_per_chunk=2),
 }
 NUM_MODELS = 16
 SEEDS = (0, 1, 2, 3)

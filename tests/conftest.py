@@ -5,6 +5,7 @@ single-process run of the quickstart smoke study split into 2 groups, which the
 multi-process, concurrent-launch and SLURM tests compare against.
 """
 import csv
+import fcntl
 import os
 import subprocess
 import sys
@@ -28,10 +29,19 @@ def read_rows(workdir):
 
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory):
-  workdir = tmp_path_factory.mktemp("reference")
-  env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
-  p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *SPLIT_SMOKE,
-                      "--workdir", str(workdir)], cwd=ROOT, env=env, capture_output=True,
-                     text=True, timeout=900)
-  assert p.returncode == 0, p.stderr[-2000:]
-  return workdir, p.stderr
+  """(workdir, stderr) of the reference run; made once per test session, also when
+  pytest-xdist workers share the session (the first to take the lock runs it)."""
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent  # the directory all workers of this session share
+  workdir, log = root / "reference", root / "reference.stderr"
+  with open(root / "reference.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not log.exists():
+      env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
+      p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *SPLIT_SMOKE,
+                          "--workdir", str(workdir)], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=900)
+      assert p.returncode == 0, p.stderr[-2000:]
+      log.write_text(p.stderr)
+  return workdir, log.read_text()

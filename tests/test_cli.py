@@ -6,6 +6,7 @@ inputs (no code shared with depthscale/tasks). No bench timing runs here.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import subprocess
 import sys
@@ -96,6 +97,8 @@ BAD = {
     "missing json": ["bench", "--preset", "tiny"],
     "unwritable json": ["bench", "--preset", "tiny", "--json", "/nonexistent/dir/b.json"],
     "json is a directory": ["bench", "--preset", "tiny", "--json", "."],
+    "negative chunk": ["bench", "--preset", "tiny", "--json", "b.json",
+                       "--models-per-chunk", "-1"],
     "stray argument": ["tasks", "list", "--foo"],
     "no command": [],
 }
@@ -119,6 +122,17 @@ def test_user_errors_exit_status_from_the_shell(name):
   lines = proc.stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), proc.stderr
   assert "Traceback" not in proc.stderr
+
+
+def test_bench_splits_a_cpu_into_one_device_per_core_unless_told(monkeypatch):
+  cores = len(os.sched_getaffinity(0))
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+  cli.split_host_into_cores()
+  assert os.environ["XLA_FLAGS"].split() == [
+      "--xla_cpu_enable_fast_math=false", f"--xla_force_host_platform_device_count={cores}"]
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3")
+  cli.split_host_into_cores()
+  assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=3"
 
 
 def test_flop_formula_by_hand():
