@@ -18,7 +18,7 @@ run: venv
 	$(PY) experiments/quickstart.py --workdir $(WORKDIR)
 
 test: venv
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist load tests
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -67,16 +67,16 @@ def test_models_in_chunks_train_as_all_at_once():
   losses and parameters are those of the all-at-once group (float64: only rounding may
   differ), and models land back in their own rows."""
   task = tasks.make("word_problem", group="S3")
-  specs = MIXED[:4]
+  specs = MIXED[:3]
+  assert [train.chunk_size(4, b) for b in (0, 1, 2, 3, 4, 9)] == [4, 1, 2, 2, 4, 4]
   with jax.enable_x64(True):
     out = {}
-    for b in (0, 2, 3):  # 3 does not divide 4: the chunk is the largest divisor, 2
-      tcfg = train.TrainConfig(batch_size=8, length=8, total_steps=40, models_per_chunk=b)
-      out[b] = _train(task, specs, 8, tcfg, 2, 20, dtype="float64")
-  assert train.chunk_size(4, 3) == 2 and train.chunk_size(4, 0) == 4
+    for b in (0, 1):  # all at once; one model per chunk (3 chunks in a lax.map)
+      tcfg = train.TrainConfig(batch_size=8, length=8, total_steps=30, models_per_chunk=b)
+      out[b] = _train(task, specs, 8, tcfg, 1, 30, dtype="float64")
   _, ref, ref_loss, _ = out[0]
-  assert np.all(np.ptp(ref_loss[-1]) > 0)  # the models really differ
-  for b in (2, 3):
+  assert np.ptp(ref_loss[-1]) > 0  # the models really differ
+  for b in (1,):
     _, got, got_loss, _ = out[b]
     np.testing.assert_allclose(got_loss, ref_loss, rtol=1e-12)
     for a, r in zip(jax.tree.leaves(got.params), jax.tree.leaves(ref.params)):
