@@ -9,6 +9,7 @@ Imports core/, model/, tasks/ and io.checkpoint; writes only through the checkpo
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 
 import jax
@@ -60,6 +61,21 @@ def fill(specs, n_devices: int):
   return list(specs) + [specs[-1]] * extra
 
 
+def real_models(tree, n_real: int, axis: int = 0):
+  """The first n_real models of every leaf (what checkpoints hold: no filler copies)."""
+  return jax.tree.map(lambda x: x[(slice(None),) * axis + (slice(0, n_real),)], tree)
+
+
+def refill(tree, m: int, axis: int = 0):
+  """Leaves with n_real models along `axis`, filled up to m with copies of the last one:
+  the state the filler copies would have had, since they train exactly as that model."""
+  def one(x):
+    x = np.asarray(x)
+    last = np.take(x, [x.shape[axis] - 1], axis=axis)
+    return np.concatenate([x] + [last] * (m - x.shape[axis]), axis=axis)
+  return jax.tree.map(one, tree)
+
+
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
                 eval_size: int = 1000, threshold: float = 0.95, pos: str = "learned",
                 mlp_ratio: int = 4, dtype: str = "float32", progress: bool = True,
@@ -76,12 +92,14 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   m = len(specs)
   curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
   start = 0
-  if checkpoints is not None:
-    step, saved = checkpoints.restore_latest({"state": state, "curves": curves})
+  if checkpoints is not None:  # checkpoints hold the real models only: any device count
+    step, saved = checkpoints.restore_latest(
+        {"state": real_models(state, n_real), "curves": real_models(curves, n_real, 1)})
     if step is not None:
       state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding),
-                           saved["state"], state)  # back where the fresh state lives
-      curves, start = saved["curves"], step
+                           refill(saved["state"], m), state)  # where the fresh state lives
+      curves, start = refill(saved["curves"], m, 1), step
+      print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
   chunk = train.make_train_chunk(task, cfg, tcfg, k)
   bar = tqdm(total=total, initial=start, desc=f"{desc} ({m} models)", unit="step",
              disable=not progress, leave=False)
@@ -106,7 +124,8 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     if (saving or stop) and at < total:
       drain(at)
       pending = None
-      checkpoints.save(at, {"state": state, "curves": curves})
+      checkpoints.save(at, {"state": real_models(state, n_real),
+                            "curves": real_models(curves, n_real, 1)})
       if stop:
         bar.close()
         raise Interrupted(at)
