@@ -45,3 +45,9 @@ def reference_run(tmp_path_factory):
       assert p.returncode == 0, p.stderr[-2000:]
       log.write_text(p.stderr)
   return workdir, log.read_text()
+
+
+def pytest_collection_modifyitems(config, items):
+  """The slow end-to-end tests first, so that two xdist workers start them at once and
+  the short tests fill in around them (instead of a long test starting last)."""
+  items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -54,6 +54,15 @@ def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path, reference_run):
   assert len(best["points"]) == len(c.grid.depth)  # the fit is of these rows
   for p in best["points"]:
     assert p["n_star"] == max(int(r["n_star"]) for r in rows if int(r["depth"]) == p["depth"])
+  # k-hop with k per sequence: k* is the last k before the per-k accuracy first drops
+  for r in rows:
+    acc = [float(a) for a in r["level_acc"].split()]  # printed to 3 decimals
+    assert len(acc) == c.task_options.k_max + 1
+    if any(abs(a - c.eval.threshold) < 1e-3 for a in acc):
+      continue  # too close to the threshold to judge from the rounded figures
+    below = [k for k, a in enumerate(acc) if a < c.eval.threshold]
+    assert int(r["k_star"]) == (below[0] - 1 if below else len(acc) - 1)
+  assert "## Hardest level solved" in (ref / "report.md").read_text()
 
   # kill -9 at two points, rerun, and compare with the uninterrupted run
   got = tmp_path / "got"
