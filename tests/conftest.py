@@ -27,13 +27,28 @@ def read_rows(workdir):
     return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in csv.DictReader(f)]
 
 
+def shared_root(tmp_path_factory):
+  """A directory all pytest-xdist workers of this test session share (pytest removes
+  old ones after three sessions)."""
+  root = tmp_path_factory.getbasetemp()
+  return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compilation_cache_for_subprocesses(tmp_path_factory):
+  """Every `depthscale` process a test starts shares one persistent XLA compilation
+  cache: the many runs of the same smoke study compile each program once (measured:
+  a smoke run 29.6 s cold, 9.4 s warm, identical results). The test processes' own JAX
+  was configured at import and is unaffected."""
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = str(shared_root(tmp_path_factory) / "jax-cache")
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+
+
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory):
   """(workdir, stderr) of the reference run; made once per test session, also when
   pytest-xdist workers share the session (the first to take the lock runs it)."""
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get("PYTEST_XDIST_WORKER"):
-    root = root.parent  # the directory all workers of this session share
+  root = shared_root(tmp_path_factory)
   workdir, log = root / "reference", root / "reference.stderr"
   with open(root / "reference.lock", "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
