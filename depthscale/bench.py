@@ -86,10 +86,15 @@ def _timed(fn: Callable[[], object]) -> float:
   return time.perf_counter() - t0
 
 
-def make_peak_probe(n: int = PEAK_N, repeats: int = 10) -> Callable[[], float]:
-  """A function returning the median float32 GFLOP/s of a jitted [n, n] @ [n, n] (2 n^3)."""
-  a_NxN = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-  b_NxN = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+DTYPES = ("float32", "bfloat16")  # the models' compute dtype (parameters stay float32)
+PEAK_N_BY_PLATFORM = {"gpu": 8192}  # a GPU needs a bigger matmul to reach its peak
+
+
+def make_peak_probe(n: int = PEAK_N, repeats: int = 10,
+                    dtype: str = "float32") -> Callable[[], float]:
+  """A function returning the median GFLOP/s of a jitted [n, n] @ [n, n] (2 n^3) in dtype."""
+  a_NxN = jax.random.normal(jax.random.key(0), (n, n), dtype)
+  b_NxN = jax.random.normal(jax.random.key(1), (n, n), dtype)
   dot = jax.jit(jnp.dot)
   dot(a_NxN, b_NxN).block_until_ready()
 
@@ -105,19 +110,21 @@ def _shard_models(tree, devices):
   return jax.device_put(tree, NamedSharding(mesh, PartitionSpec("models")))
 
 
-def init_grid(task, p: Preset, specs, models_per_chunk: int = 0):
+def init_grid(task, p: Preset, specs, models_per_chunk: int = 0, dtype: str = "float32"):
   """(cfg, tcfg, state_M): the grid's group shape, train config and initial state."""
   cfg = ensemble.group_config(specs, max_len=p.seq, output_dim=task.output_dim(p.seq),
-                              vocab=task.input_vocab)
+                              vocab=task.input_vocab,
+                              compute_dtype=None if dtype == "float32" else dtype)
   total = p.engine_k * (p.rounds + 1) + p.sequential_steps + 1
   tcfg = train.TrainConfig(batch_size=p.batch, length=p.seq, total_steps=total,
                            models_per_chunk=models_per_chunk)
   return cfg, tcfg, train.init_state(ensemble.init_params(specs, cfg), tcfg)
 
 
-def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0):
+def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0,
+                dtype: str = "float32"):
   """Compile and warm up the engine; returns (one timed dispatch -> seconds, compile_s)."""
-  cfg, tcfg, state_M = init_grid(task, p, specs, models_per_chunk)
+  cfg, tcfg, state_M = init_grid(task, p, specs, models_per_chunk, dtype)
   hp_M, arch_M = train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
   if len(devices) > 1:
     state_M, hp_M, arch_M = _shard_models((state_M, hp_M, arch_M), devices)
@@ -135,13 +142,13 @@ def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0)
   return (lambda: _timed(dispatch)), compile_s
 
 
-def make_sequential(task, p: Preset, specs, log):
+def make_sequential(task, p: Preset, specs, log, dtype: str = "float32"):
   """Compile and warm up one M=1 step; returns (run models `idx` -> seconds, compile_s).
 
   What a user would write: each model is its own group, trained by a jitted one-step
   function called `sequential_steps` times in a Python loop, then the next model.
   """
-  cfg, tcfg, state_M = init_grid(task, p, specs)  # every model has the grid's shape
+  cfg, tcfg, state_M = init_grid(task, p, specs, dtype=dtype)  # all at the grid's shape
   models = [[jax.tree.map(lambda x: x[i:i + 1], state_M), train.stack_hparams([s]),
              ensemble.stack_arch([s], cfg)] for i, s in enumerate(specs)]
   t0 = time.perf_counter()
@@ -178,10 +185,12 @@ def resolve_devices(count: int | None) -> list:
 
 
 def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | None = None,
-              log: Callable[[str], None] = print) -> dict:
+              dtype: str = "float32", log: Callable[[str], None] = print) -> dict:
   """Engine vs sequential throughput and matmul peak for `preset`, as a JSON-ready dict."""
   start = time.perf_counter()
   p = check_preset(preset)
+  if dtype not in DTYPES:
+    raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
   chunk = p.models_per_chunk if models_per_chunk is None else models_per_chunk
   devs = resolve_devices(devices)
   task, specs = tasks.make(TASK, **TASK_OPTIONS), grid_specs(p)
@@ -190,9 +199,10 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
   dev = jax.devices()[0]
   log(f"bench {preset}: {NUM_MODELS} models, width {p.width}, depth {p.depth}, seq {p.seq}, "
       f"batch {p.batch}, heads {p.heads} on {len(devs)} x {dev.device_kind}")
-  peak_probe = make_peak_probe()
-  engine_dispatch, engine_compile_s = make_engine(task, p, specs, devs, log, chunk)
-  sequential_run, sequential_compile_s = make_sequential(task, p, specs, log)
+  peak_n = PEAK_N_BY_PLATFORM.get(dev.platform, PEAK_N)
+  peak_probe = make_peak_probe(peak_n, dtype=dtype)
+  engine_dispatch, engine_compile_s = make_engine(task, p, specs, devs, log, chunk, dtype)
+  sequential_run, sequential_compile_s = make_sequential(task, p, specs, log, dtype)
   rounds = []
   for r in range(p.rounds):
     idx = list(range(r, NUM_MODELS, p.rounds))
@@ -229,7 +239,8 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
       "flops_per_model_step": flops,
       "flops_formula": FLOPS_FORMULA,
       "matmul_peak_gflops": median(lambda row: row["matmul_peak_gflops"]),
-      "matmul_peak_how": f"jitted float32 {PEAK_N}x{PEAK_N} @ {PEAK_N}x{PEAK_N}, 2 n^3 flops, "
+      "dtype": {"compute": dtype, "parameters": "float32"},
+      "matmul_peak_how": f"jitted {dtype} {peak_n}x{peak_n} @ {peak_n}x{peak_n}, 2 n^3 flops, "
                          "median of 10 per round",
       **modes,
       "engine_over_sequential": median(

@@ -151,7 +151,7 @@ def cmd_bench(args, extras) -> int:
                      f"got {args.models_per_chunk}")
   split_host_into_cores()
   result = bench.run_bench(args.preset, devices=args.devices,
-                           models_per_chunk=args.models_per_chunk,
+                           models_per_chunk=args.models_per_chunk, dtype=args.dtype,
                            log=lambda line: print(line, flush=True))
   try:
     with open(args.json, "w") as f:
@@ -206,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
   bench_parser.add_argument("--models-per-chunk", type=int, default=None,
                             help="engine runs the vmapped step on this many models at a time "
                                  "(0 = all 16; default: the preset's measured best)")
+  bench_parser.add_argument("--dtype", choices=bench.DTYPES, default="float32",
+                            help="the models' compute dtype and the peak probe's (parameters "
+                                 "stay float32); bfloat16 for the GPU target")
   bench_parser.set_defaults(handler=cmd_bench)
   sweep_commands.add_commands(commands)
   return parser

@@ -31,6 +31,8 @@ class ModelConfig:
   repeats: int = 1               # > 1 only for looped models
   head_size: int | None = None   # per-head size; default width // heads
   dtype: str = "float32"         # parameters and activations (float64 needs jax_enable_x64)
+  compute_dtype: str | None = None  # e.g. "bfloat16": matmuls and activations in it,
+                                    # parameters, layer-norm statistics and outputs in dtype
 
   @property
   def head_dim(self) -> int:
@@ -57,13 +59,16 @@ def arch_for(cfg: ModelConfig, depth: int, width: int, heads: int, repeats: int 
 
 
 def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
-  """LayerNorm whose statistics run over the active units only; padded units give 0."""
+  """LayerNorm whose statistics run over the active units only; padded units give 0.
+  Computed in the parameters' dtype, returned in the input's."""
+  out_dtype, x_TxD = x_TxD.dtype, x_TxD.astype(scale_D.dtype)
   n = jnp.sum(mask_D)
   m_1xD, scale_1xD, bias_1xD = mask_D[None], scale_D[None], bias_D[None]
   mean_Tx1 = jnp.sum(x_TxD * m_1xD, -1, keepdims=True) / n
   centred_TxD = (x_TxD - mean_Tx1) * m_1xD
   var_Tx1 = jnp.sum(centred_TxD * centred_TxD, -1, keepdims=True) / n
-  return centred_TxD * jax.lax.rsqrt(var_Tx1 + eps) * scale_1xD + bias_1xD * m_1xD
+  y_TxD = centred_TxD * jax.lax.rsqrt(var_Tx1 + eps) * scale_1xD + bias_1xD * m_1xD
+  return y_TxD.astype(out_dtype)
 
 
 class LayerNorm(nn.Module):
@@ -86,7 +91,7 @@ def rotate(x_TxHxK, head_dim):
   cos, sin = jnp.cos(angle_TxI)[:, None, :], jnp.sin(angle_TxI)[:, None, :]
   x1, x2 = x_TxHxK[..., 0::2], x_TxHxK[..., 1::2]
   out = jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
-  return out.reshape(x_TxHxK.shape)
+  return out.reshape(x_TxHxK.shape).astype(x_TxHxK.dtype)
 
 
 class Block(nn.Module):
@@ -98,7 +103,8 @@ class Block(nn.Module):
     cfg = self.cfg
     h, k, d = cfg.heads, cfg.head_dim, cfg.width
     init = nn.initializers.normal(0.02)
-    dt = dict(dtype=cfg.dtype, param_dtype=cfg.dtype)
+    dt = dict(dtype=cfg.compute_dtype or cfg.dtype, param_dtype=cfg.dtype)
+    on = on.astype(x_TxD.dtype)
     y = LayerNorm(cfg.dtype, name="ln1")(x_TxD, arch.width_mask_D)
     q_TxHxK = nn.DenseGeneral((h, k), use_bias=False, kernel_init=init, **dt, name="q")(y)
     k_TxHxK = nn.DenseGeneral((h, k), use_bias=False, kernel_init=init, **dt, name="k")(y)
@@ -106,7 +112,8 @@ class Block(nn.Module):
     if cfg.pos == "rotary":
       q_TxHxK, k_TxHxK = rotate(q_TxHxK, arch.head_dim), rotate(k_TxHxK, arch.head_dim)
     t = x_TxD.shape[0]
-    logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK) * jax.lax.rsqrt(arch.head_dim)
+    logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK) * jax.lax.rsqrt(
+        arch.head_dim).astype(q_TxHxK.dtype)
     causal_TxT = jnp.tril(jnp.ones((t, t), bool))
     logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(logits_HxTxT.dtype).min)
     attn_HxTxT = jax.nn.softmax(logits_HxTxT, axis=-1)
@@ -142,7 +149,7 @@ class Transformer(nn.Module):
   def __call__(self, inputs, arch: Arch):
     cfg = self.cfg
     init = nn.initializers.normal(0.02)
-    dt = dict(dtype=cfg.dtype, param_dtype=cfg.dtype)
+    dt = dict(dtype=cfg.compute_dtype or cfg.dtype, param_dtype=cfg.dtype)
     if cfg.vocab is not None:
       x_TxD = nn.Embed(cfg.vocab, cfg.width, embedding_init=init, **dt, name="embed")(inputs)
     else:
@@ -150,15 +157,16 @@ class Transformer(nn.Module):
     t = x_TxD.shape[0]
     if cfg.pos == "learned":
       pos_TxD = self.param("pos", init, (cfg.max_len, cfg.width), cfg.dtype)
-      x_TxD = x_TxD + pos_TxD[:t]
+      x_TxD = x_TxD + pos_TxD[:t].astype(x_TxD.dtype)
     stack = Stack(cfg, name="stack")
     if cfg.repeats == 1:
       x_TxD = stack(x_TxD, arch)
     else:  # looped: the same block applied `repeats` times, masked per model
       def body(mdl, x, on):
-        return x + on * (mdl(x, arch) - x), None
+        return x + on.astype(x.dtype) * (mdl(x, arch) - x), None
       loop = nn.scan(body, variable_broadcast="params", split_rngs={"params": False},
                      length=cfg.repeats)
       x_TxD, _ = loop(stack, x_TxD, arch.repeat_mask_R)
     x_TxD = LayerNorm(cfg.dtype, name="ln_f")(x_TxD, arch.width_mask_D)
-    return nn.Dense(cfg.output_dim, kernel_init=init, **dt, name="head")(x_TxD)
+    out = nn.Dense(cfg.output_dim, kernel_init=init, **dt, name="head")(x_TxD)
+    return out.astype(cfg.dtype)
