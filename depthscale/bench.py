@@ -1,4 +1,4 @@
-"""Throughput bench: one grid of 16 models trained by the engine and one model at a time.
+"""Throughput bench: one grid of models (16 by default) trained by the engine and one model at a time.
 
 Engine dispatches, single-model runs and a matmul-peak probe are interleaved in rounds, so
 each round's ratios compare like with like on a shared machine; the JSON reports medians.
@@ -30,8 +30,8 @@ class Preset:
   heads: int
   engine_k: int           # steps per engine dispatch (lax.scan length); one dispatch per round
   sequential_steps: int   # steps per model in the sequential loop
-  rounds: int             # each round: an engine dispatch, 16/rounds models in turn, the peak
-  models_per_chunk: int = 0  # engine default (0 = all 16 vmapped at once); see BUILD_NOTES
+  rounds: int             # each round: an engine dispatch, models/rounds models in turn, the peak
+  models_per_chunk: int = 0  # engine default (0 = all models vmapped at once); see BUILD_NOTES
 
 
 PRESETS = {
@@ -42,8 +42,7 @@ PRESETS = {
     "medium": Preset(width=256, depth=4, seq=64, batch=32, heads=4,
                      engine_k=2, sequential_steps=1, rounds=2, models_per_chunk=2),
 }
-NUM_MODELS = 16
-SEEDS = (0, 1, 2, 3)
+NUM_MODELS = 16  # default grid: 4 seeds x the 4 learning rates
 LRS = (3e-4, 1e-3, 3e-3, 1e-2)
 TASK, TASK_OPTIONS = "word_problem", {"group": "A5"}
 PEAK_N = 1024
@@ -74,10 +73,19 @@ def flops_per_model_step(depth: int, width: int, seq: int, batch: int, classes: 
   return dense + attention
 
 
-def grid_specs(p: Preset) -> list[ensemble.ModelSpec]:
-  """The 16 models: every pair of seed and learning rate, all at the preset's shape."""
+def check_models(models: int) -> int:
+  """`models`, or a one-line ValueError unless it is a positive multiple of len(LRS)."""
+  if isinstance(models, bool) or not isinstance(models, int) or models < len(LRS) \
+      or models % len(LRS):
+    raise ValueError(f"--models must be a positive multiple of {len(LRS)} (seeds x the "
+                     f"{len(LRS)} learning rates), got {models!r}")
+  return models
+
+
+def grid_specs(p: Preset, models: int = NUM_MODELS) -> list[ensemble.ModelSpec]:
+  """`models` models: seeds 0.. x the learning rates LRS, all at the preset's shape."""
   return [ensemble.ModelSpec(depth=p.depth, width=p.width, heads=p.heads, seed=s, lr=lr)
-          for s in SEEDS for lr in LRS]
+          for s in range(models // len(LRS)) for lr in LRS]
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -168,36 +176,38 @@ def make_sequential(task, p: Preset, specs, log, dtype: str = "float32"):
   return (lambda idx: _timed(lambda: run(idx))), compile_s
 
 
-def resolve_devices(count: int | None) -> list:
+def resolve_devices(count: int | None, models: int = NUM_MODELS) -> list:
   """The first `count` local devices (all if None); a ValueError if the models don't split."""
   local = jax.local_devices()
   if count is None:
-    count = len(local) if NUM_MODELS % len(local) == 0 else 1
+    count = len(local) if models % len(local) == 0 else 1
   if not 1 <= count <= len(local):
     hint = (f"; to split a CPU into {count} devices set "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={count}"
             if local[0].platform == "cpu" and count > len(local) else "")
     raise ValueError(f"--devices must be between 1 and {len(local)} (the local devices), "
                      f"got {count}{hint}")
-  if NUM_MODELS % count:
-    raise ValueError(f"--devices must divide the {NUM_MODELS} models evenly, got {count}")
+  if models % count:
+    raise ValueError(f"--devices must divide the {models} models evenly, got {count}")
   return local[:count]
 
 
 def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | None = None,
-              dtype: str = "float32", log: Callable[[str], None] = print) -> dict:
+              dtype: str = "float32", models: int = NUM_MODELS,
+              log: Callable[[str], None] = print) -> dict:
   """Engine vs sequential throughput and matmul peak for `preset`, as a JSON-ready dict."""
   start = time.perf_counter()
   p = check_preset(preset)
   if dtype not in DTYPES:
     raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+  n = check_models(models)
   chunk = p.models_per_chunk if models_per_chunk is None else models_per_chunk
-  devs = resolve_devices(devices)
-  task, specs = tasks.make(TASK, **TASK_OPTIONS), grid_specs(p)
+  devs = resolve_devices(devices, n)
+  task, specs = tasks.make(TASK, **TASK_OPTIONS), grid_specs(p, n)
   classes = task.output_dim(p.seq)
   flops = flops_per_model_step(p.depth, p.width, p.seq, p.batch, classes)
   dev = jax.devices()[0]
-  log(f"bench {preset}: {NUM_MODELS} models, width {p.width}, depth {p.depth}, seq {p.seq}, "
+  log(f"bench {preset}: {n} models, width {p.width}, depth {p.depth}, seq {p.seq}, "
       f"batch {p.batch}, heads {p.heads} on {len(devs)} x {dev.device_kind}")
   peak_n = PEAK_N_BY_PLATFORM.get(dev.platform, PEAK_N)
   peak_probe = make_peak_probe(peak_n, dtype=dtype)
@@ -205,8 +215,8 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
   sequential_run, sequential_compile_s = make_sequential(task, p, specs, log, dtype)
   rounds = []
   for r in range(p.rounds):
-    idx = list(range(r, NUM_MODELS, p.rounds))
-    engine_rate = NUM_MODELS * p.engine_k / engine_dispatch()
+    idx = list(range(r, n, p.rounds))
+    engine_rate = n * p.engine_k / engine_dispatch()
     sequential_rate = len(idx) * p.sequential_steps / sequential_run(idx)
     peak = peak_probe()
     rounds.append({"engine_model_steps_per_s": engine_rate,
@@ -221,18 +231,19 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
     modes[mode] = {"model_steps_per_s": rate, "gflops": rate * flops / 1e9,
                    "compile_s": compile_s}
   modes["engine"].update(steps_per_dispatch=p.engine_k, devices=len(devs),
-                         models_per_chunk=train.chunk_size(NUM_MODELS, chunk), how=(
-      "all 16 models vmapped in one jitted lax.scan of steps_per_dispatch steps "
-      "(make_train_chunk; models_per_chunk < 16: the vmapped step runs over chunks of that "
+                         models_per_chunk=train.chunk_size(n, chunk), how=(
+      f"all {n} models vmapped in one jitted lax.scan of steps_per_dispatch steps "
+      f"(make_train_chunk; models_per_chunk < {n}: the vmapped step runs over chunks of that "
       "many models in a lax.map), one dispatch per round after one warm-up dispatch"))
   modes["sequential"]["how"] = (
       "one M=1 group per model: a jitted one-step make_train_chunk called `steps` times in a "
-      "Python loop, then the next model; rounds split the 16 models between them")
+      f"Python loop, then the next model; rounds split the {n} models between them")
   return {
       "preset": {"name": preset, **dataclasses.asdict(p), "task": TASK, **TASK_OPTIONS,
-                 "classes": classes, "models": NUM_MODELS,
-                 "grid": {"seeds": list(SEEDS), "lrs": list(LRS),
-                          "note": "16 models of one shape, differing in seed and learning rate"}},
+                 "classes": classes, "models": n,
+                 "grid": {"seeds": list(range(n // len(LRS))), "lrs": list(LRS),
+                          "note": f"{n} models of one shape, differing in seed and "
+                                  "learning rate"}},
       "device": {"kind": dev.device_kind, "platform": dev.platform,
                  "count": jax.device_count(), "used_by_engine": len(devs)},
       "steps": {"engine": p.engine_k * p.rounds, "sequential": p.sequential_steps},

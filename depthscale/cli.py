@@ -147,11 +147,13 @@ def cmd_bench(args, extras) -> int:
   if args.devices is not None and args.devices < 1:
     raise UsageError(f"--devices must be a positive count, got {args.devices}")
   if args.models_per_chunk is not None and args.models_per_chunk < 0:
-    raise UsageError(f"--models-per-chunk must be >= 0 (0 = all 16 at once), "
+    raise UsageError(f"--models-per-chunk must be >= 0 (0 = all at once), "
                      f"got {args.models_per_chunk}")
-  split_host_into_cores()
+  models = bench.check_models(args.models)
+  split_host_into_cores()  # after every check: a refused command changes nothing
   result = bench.run_bench(args.preset, devices=args.devices,
                            models_per_chunk=args.models_per_chunk, dtype=args.dtype,
+                           models=models,
                            log=lambda line: print(line, flush=True))
   try:
     with open(args.json, "w") as f:
@@ -205,7 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  "device per core unless XLA_FLAGS sets a count)")
   bench_parser.add_argument("--models-per-chunk", type=int, default=None,
                             help="engine runs the vmapped step on this many models at a time "
-                                 "(0 = all 16; default: the preset's measured best)")
+                                 "(0 = all; default: the preset's measured best)")
+  bench_parser.add_argument("--models", type=int, default=bench.NUM_MODELS,
+                            help=f"models in the grid (seeds x {len(bench.LRS)} learning rates; "
+                                 f"default {bench.NUM_MODELS}; the GPU target uses 256)")
   bench_parser.add_argument("--dtype", choices=bench.DTYPES, default="float32",
                             help="the models' compute dtype and the peak probe's (parameters "
                                  "stay float32); bfloat16 for the GPU target")

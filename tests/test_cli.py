@@ -99,6 +99,9 @@ BAD = {
     "json is a directory": ["bench", "--preset", "tiny", "--json", "."],
     "negative chunk": ["bench", "--preset", "tiny", "--json", "b.json",
                        "--models-per-chunk", "-1"],
+    "models not a multiple of 4": ["bench", "--preset", "tiny", "--json", "b.json",
+                                   "--models", "6"],
+    "bad dtype": ["bench", "--preset", "tiny", "--json", "b.json", "--dtype", "fp8"],
     "stray argument": ["tasks", "list", "--foo"],
     "no command": [],
 }
@@ -133,6 +136,12 @@ def test_bench_splits_a_cpu_into_one_device_per_core_unless_told(monkeypatch):
   monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3")
   cli.split_host_into_cores()
   assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=3"
+
+
+def test_bench_grid_is_seeds_by_learning_rates():
+  specs = bench.grid_specs(bench.PRESETS["tiny"], 256)
+  assert len(specs) == 256 and len({(s.seed, s.lr) for s in specs}) == 256
+  assert {s.seed for s in specs} == set(range(64)) and {s.lr for s in specs} == set(bench.LRS)
 
 
 def test_flop_formula_by_hand():
