@@ -7,7 +7,6 @@ A model whose loss or gradients turn non-finite is frozen; the others are untouc
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import flax.struct
 import jax

@@ -8,7 +8,6 @@ Written for one model; never imports core/, sweep/ or tasks/.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import flax.linen as nn
 import flax.struct

@@ -5,7 +5,6 @@ and calls the library; cli.py registers them with `add_commands`.
 """
 from __future__ import annotations
 
-import sys
 
 from depthscale import config as config_lib
 
