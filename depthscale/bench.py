@@ -18,6 +18,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from depthscale import tasks
 from depthscale.core import ensemble, train
+from depthscale.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,7 @@ FLOPS_FORMULA = (
 def check_preset(name: str) -> Preset:
   """The preset called `name`, or a one-line ValueError listing the valid ones."""
   if name not in PRESETS:
-    raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    raise UserError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
   return PRESETS[name]
 
 
@@ -77,7 +78,7 @@ def check_models(models: int) -> int:
   """`models`, or a one-line ValueError unless it is a positive multiple of len(LRS)."""
   if isinstance(models, bool) or not isinstance(models, int) or models < len(LRS) \
       or models % len(LRS):
-    raise ValueError(f"--models must be a positive multiple of {len(LRS)} (seeds x the "
+    raise UserError(f"--models must be a positive multiple of {len(LRS)} (seeds x the "
                      f"{len(LRS)} learning rates), got {models!r}")
   return models
 
@@ -185,10 +186,10 @@ def resolve_devices(count: int | None, models: int = NUM_MODELS) -> list:
     hint = (f"; to split a CPU into {count} devices set "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={count}"
             if local[0].platform == "cpu" and count > len(local) else "")
-    raise ValueError(f"--devices must be between 1 and {len(local)} (the local devices), "
+    raise UserError(f"--devices must be between 1 and {len(local)} (the local devices), "
                      f"got {count}{hint}")
   if models % count:
-    raise ValueError(f"--devices must divide the {models} models evenly, got {count}")
+    raise UserError(f"--devices must divide the {models} models evenly, got {count}")
   return local[:count]
 
 
@@ -199,7 +200,7 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
   start = time.perf_counter()
   p = check_preset(preset)
   if dtype not in DTYPES:
-    raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
   n = check_models(models)
   chunk = p.models_per_chunk if models_per_chunk is None else models_per_chunk
   devs = resolve_devices(devices, n)

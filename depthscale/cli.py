@@ -1,7 +1,7 @@
 """The `depthscale` command line: argparse subcommands that call into the library.
 
 Owns argument parsing, option-value parsing, printing and exit codes; no training logic.
-Every user error ends as one line `depthscale: error: ...` on stderr and exit status 2.
+Every user error (errors.UserError) ends as one line `depthscale: error: ...` on stderr and exit status 2.
 Must not be imported by the library (tasks/, model/, core/, bench).
 """
 from __future__ import annotations
@@ -13,13 +13,14 @@ import sys
 from typing import Any, Sequence
 
 from depthscale import bench, tasks
+from depthscale.errors import UserError
 from depthscale.sweep import commands as sweep_commands
 
 PROG = "depthscale"
 WRAP = 100  # columns before a printed list wraps
 
 
-class UsageError(ValueError):
+class UsageError(UserError):
   """A mistake in the command line (raised instead of argparse's print-and-exit)."""
 
 
@@ -224,14 +225,15 @@ def one_line(message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  """Run one command; returns (and exits with) 0 on success, 2 on a user error."""
+  """Run one command; returns (and exits with) 0 on success, 2 on a user error. Only a
+  UserError becomes one line; anything else is a bug and keeps its traceback."""
   argv = sys.argv[1:] if argv is None else list(argv)
   try:
     args, extras = build_parser().parse_known_args(argv)
     if extras and not getattr(args, "accepts_options", False):
       raise UsageError(f"unrecognized arguments: {' '.join(extras)}")
     return args.handler(args, extras)
-  except ValueError as e:  # UsageError, and the library's one-line ValueErrors
+  except UserError as e:  # UsageError, ConfigError, the library's one-line user errors
     print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
     return 2
 

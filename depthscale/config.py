@@ -13,9 +13,10 @@ import os
 import ml_collections
 
 from depthscale import tasks
+from depthscale.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
   """A user's config is wrong; the message is one line naming the field."""
 
 
@@ -76,7 +77,10 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
     raise ConfigError(f"--config: {path} failed to load: {type(e).__name__}: {e}") from None
   if not hasattr(mod, "get_config"):
     raise ConfigError(f"--config: {path} has no get_config(arg=None)")
-  user = mod.get_config(arg or None)
+  try:
+    user = mod.get_config(arg or None)
+  except Exception as e:  # the user's study code: report in one line
+    raise ConfigError(f"--config: {spec}: get_config failed: {type(e).__name__}: {e}") from None
   c = defaults()
   with c.unlocked():
     c.update(user)
@@ -96,10 +100,14 @@ def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
   except (ValueError, SyntaxError):
     value = raw
   node, parts = c, key.split(".")
-  for p in parts[:-1]:
+  for i, p in enumerate(parts[:-1]):
     if p not in node:
-      raise ConfigError(f"--config.{key}: no field {p!r}")
+      raise ConfigError(f"--config.{key}: no field {p!r}; valid: {', '.join(sorted(node.keys()))}")
     node = node[p]
+    if not isinstance(node, ml_collections.ConfigDict):
+      field = ".".join(parts[:i + 1])
+      raise ConfigError(f"--config.{key}: {field} is a plain field ({node!r}), it has no "
+                        f"sub-fields; write --config.{field}=VALUE")
   if parts[-1] not in node:
     raise ConfigError(f"--config.{key}: unknown field; valid: {', '.join(sorted(node.keys()))}")
   with node.unlocked() if hasattr(node, "unlocked") else contextlib.nullcontext():
@@ -133,7 +141,7 @@ def validate(c: ml_collections.ConfigDict):
   """Check every field a user sets; returns the task. One-line ConfigError otherwise."""
   try:
     task = tasks.make(c.task, **dict(c.task_options))
-  except ValueError as e:
+  except UserError as e:
     raise ConfigError(f"task: {e}") from None
   depths, widths = _ints(c, "depth"), _ints(c, "width")
   _ints(c, "seed", lo=0)
@@ -191,7 +199,7 @@ def validate(c: ml_collections.ConfigDict):
   for n in lengths:
     try:
       task.check_length(n)
-    except ValueError as e:
+    except UserError as e:
       raise ConfigError(f"grid.length: {e}") from None
   del depths, repeats
   return task

@@ -21,6 +21,7 @@ sys.path.insert(0, ROOT)
 
 from depthscale import config as config_lib  # noqa: E402  (after the path fix above)
 from depthscale.sweep.shard import Shard  # noqa: E402
+from depthscale.errors import UserError  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     task, groups = runner.planned(c)
     count = args.shards or len(groups)
     parts = [runner.share(c, task, groups, i, count) for i in range(count)]
-  except ValueError as e:
+  except UserError as e:
     print(f"slurm.py: error: {e}", file=sys.stderr)
     return 2
   workdir = os.path.abspath(args.workdir)

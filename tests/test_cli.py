@@ -104,6 +104,11 @@ BAD = {
     "bad dtype": ["bench", "--preset", "tiny", "--json", "b.json", "--dtype", "fp8"],
     "stray argument": ["tasks", "list", "--foo"],
     "no command": [],
+    "override into a plain field": ["plan", "--config", "experiments/quickstart.py:smoke",
+                                    "--config.task.name=x"],
+    "override of an unknown field": ["plan", "--config", "experiments/quickstart.py:smoke",
+                                     "--config.train.nope=1"],
+    "report of a missing workdir": ["report", "/nonexistent/workdir"],
 }
 
 
@@ -117,7 +122,8 @@ def test_user_errors_are_one_line(name, capsys):
   assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", ["unknown task", "bad option value", "bad preset"])
+@pytest.mark.parametrize("name", ["unknown task", "bad option value", "bad preset",
+                                  "override into a plain field"])
 def test_user_errors_exit_status_from_the_shell(name):
   proc = subprocess.run([sys.executable, "-m", "depthscale.cli", *BAD[name]],
                         capture_output=True, text=True, timeout=120)
@@ -164,3 +170,34 @@ def test_matmul_params_match_the_model():
   kernels = sum(leaf[0].size for name, leaf in flat.items()
                 if name.endswith("kernel") and "embed" not in name)
   assert kernels == bench.matmul_params(2, 32, 60)
+
+
+def test_override_into_a_plain_field_names_the_field(capsys):
+  rc, _, err = run_main(BAD["override into a plain field"], capsys)
+  assert rc == 2 and "task is a plain field" in err and "--config.task=VALUE" in err, err
+
+
+@pytest.mark.parametrize("exc", [ValueError("shapes (3, 4) and (5,) do not broadcast"),
+                                 AttributeError("'NoneType' object has no attribute 'x'")])
+def test_a_library_bug_keeps_its_traceback(exc, monkeypatch, capsys):
+  """Only UserError becomes one line: a ValueError raised inside the library (a shape
+  error, an orbax tree mismatch) propagates with its traceback."""
+  from depthscale.sweep import plan
+  def broken(*args, **kwargs):
+    raise exc
+  monkeypatch.setattr(plan, "make_plan", broken)
+  with pytest.raises(type(exc), match=re.escape(str(exc))):
+    cli.main(["plan", "--config", "experiments/quickstart.py:smoke"])
+  assert "depthscale: error" not in capsys.readouterr().err
+
+
+def test_a_library_bug_exits_non_zero_with_a_traceback_from_the_shell():
+  code = ("import sys; from depthscale import cli; from depthscale.sweep import plan\n"
+          "def broken(*a, **k): raise ValueError('tree structures do not match')\n"
+          "plan.make_plan = broken\n"
+          "sys.exit(cli.main(['plan', '--config', 'experiments/quickstart.py:smoke']))")
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode not in (0, 2), proc.stderr
+  assert "Traceback" in proc.stderr and "tree structures do not match" in proc.stderr
+  assert "depthscale: error" not in proc.stderr

@@ -13,6 +13,7 @@ import os
 import pathlib
 import time
 from urllib.parse import urlsplit
+from depthscale.errors import UserError
 
 MODES = ("online", "offline", "disabled")
 _MODE_ALIASES = {"dryrun": "offline", "run": "online"}
@@ -56,7 +57,7 @@ def wandb_mode() -> str:
   if mode:
     mode = _MODE_ALIASES.get(mode, mode)
     if mode not in MODES:
-      raise ValueError(f"WANDB_MODE={mode!r}; valid: {', '.join(MODES)}")
+      raise UserError(f"WANDB_MODE={mode!r}; valid: {', '.join(MODES)}")
     return mode
   if os.environ.get("WANDB_DISABLED", "").lower() in ("true", "1", "yes"):
     return "disabled"
@@ -113,7 +114,7 @@ class WandbTracker:
     self.sweep_name = sweep_name
     self.mode = _MODE_ALIASES.get(mode, mode) if mode else wandb_mode()
     if self.mode not in MODES:
-      raise ValueError(f"mode={mode!r}; valid: {', '.join(MODES)}")
+      raise UserError(f"mode={mode!r}; valid: {', '.join(MODES)}")
     self.project = project
     if max_points is not None and max_points < 2:
       raise ValueError(f"max_points={max_points}; need >= 2 or None")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 
 from depthscale import config as config_lib
+from depthscale.errors import UserError
 
 
 def _load(args, extras):
   overrides = []
   for e in extras:
     if not e.startswith("--config."):
-      raise ValueError(f"unrecognized argument {e!r}; overrides look like --config.a.b=v")
+      raise UserError(f"unrecognized argument {e!r}; overrides look like --config.a.b=v")
     overrides.append(e[len("--config."):])
   return config_lib.load(args.config, overrides)
 
@@ -52,7 +53,7 @@ def worker(args) -> tuple[int, int]:
   import jax
   if args.num_processes > 1:
     if not 0 <= args.process_id < args.num_processes or not args.coordinator:
-      raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT and "
+      raise UserError("--num-processes > 1 needs --coordinator HOST:PORT and "
                        "0 <= --process-id < --num-processes")
     jax.distributed.initialize(coordinator_address=args.coordinator,
                                num_processes=args.num_processes, process_id=args.process_id)
@@ -75,13 +76,13 @@ def cmd_report(args, extras) -> int:
   import os
   from depthscale.report import build_report
   if extras:
-    raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
+    raise UserError(f"unrecognized arguments: {' '.join(extras)}")
   if not os.path.isdir(args.workdir):
-    raise ValueError(f"no such workdir {args.workdir!r}")
+    raise UserError(f"no such workdir {args.workdir!r}")
   try:
     print(build_report(args.workdir))
   except FileNotFoundError as e:
-    raise ValueError(str(e)) from None
+    raise UserError(str(e)) from None
   return 0
 
 

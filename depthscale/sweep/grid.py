@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 
 from depthscale.core.ensemble import ModelSpec
+from depthscale.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,5 +36,5 @@ def cells(c) -> list[Cell]:
     out.append(Cell(spec, n))
   keys = [x.key for x in out]
   if len(set(keys)) != len(keys):
-    raise ValueError("grid: repeated values give duplicate models; list each value once")
+    raise UserError("grid: repeated values give duplicate models; list each value once")
   return out

@@ -6,6 +6,7 @@ from depthscale.tasks.khop import KHop
 from depthscale.tasks.reachability import Reachability
 from depthscale.tasks.retrieval import Retrieval
 from depthscale.tasks.word_problem import WordProblem
+from depthscale.errors import UserError
 
 REGISTRY: dict[str, type[Task]] = {
     "word_problem": WordProblem,
@@ -18,7 +19,7 @@ REGISTRY: dict[str, type[Task]] = {
 def make(name: str, **options) -> Task:
   """Build task `name` with `options`; a one-line ValueError on bad names or options."""
   if name not in REGISTRY:
-    raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(REGISTRY))}")
+    raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(REGISTRY))}")
   return REGISTRY[name](**options)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import flax.struct
 import jax
+from depthscale.errors import UserError
 
 
 @flax.struct.dataclass
@@ -74,7 +75,7 @@ class Task(abc.ABC):
   def check_length(self, length: int) -> None:
     """Raise a one-line ValueError if `length` is not a valid size parameter."""
     if not isinstance(length, int) or isinstance(length, bool) or length < 1:
-      raise ValueError(f"{self.name}: length must be a positive int, got {length!r}")
+      raise UserError(f"{self.name}: length must be a positive int, got {length!r}")
 
   def __repr__(self) -> str:
     opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
@@ -86,4 +87,4 @@ def check_options(task_name: str, given: dict[str, Any], valid: dict[str, str]) 
   unknown = sorted(set(given) - set(valid))
   if unknown:
     listing = ", ".join(f"{k} ({v})" for k, v in valid.items())
-    raise ValueError(f"{task_name}: unknown option(s) {', '.join(unknown)}; valid options: {listing}")
+    raise UserError(f"{task_name}: unknown option(s) {', '.join(unknown)}; valid options: {listing}")

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthscale.tasks.base import Batch, Task, check_options
+from depthscale.errors import UserError
 
 _VALID = {
     "k": "int 0 <= k <= k_max, or None to draw k from 0..k_max per sequence as a prefix token;"
@@ -29,8 +30,8 @@ def _is_int(v: Any) -> bool:
   return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _bad(name: str, value: Any) -> ValueError:
-  return ValueError(f"khop: bad option {name}={value!r}; valid: {_VALID[name]}")
+def _bad(name: str, value: Any) -> UserError:
+  return UserError(f"khop: bad option {name}={value!r}; valid: {_VALID[name]}")
 
 
 def hop_positions(x_BxN: jax.Array, k_B: jax.Array, num_steps: int) -> jax.Array:
@@ -122,7 +123,7 @@ class KHop(Task):
   def sample(self, key: jax.Array, batch_size: int, length: int) -> Batch:
     self.check_length(length)
     if self.alphabet * length >= 2**31:
-      raise ValueError(f"khop: length * alphabet must be < 2**31, got length={length}")
+      raise UserError(f"khop: length * alphabet must be < 2**31, got length={length}")
     return _sample(key, batch_size, length, self.alphabet, self.no_repeat, self.k, self.k_max)
 
   def levels(self, batch: Batch) -> tuple[jax.Array, int] | None:

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthscale.tasks import base
+from depthscale.errors import UserError
 
 # Default edges per vertex for family="random": m(n) = round(e * n). These sit just above the
 # giant-component threshold, where a uniform (s, t) pair with s on some edge out and t on some
@@ -69,19 +70,19 @@ class Reachability(base.Task):
     vocab = options.get("vocab", 128)
     epv = options.get("edges_per_vertex", None)
     if family not in ("random", "cycles"):
-      raise ValueError(f"reachability: family must be 'random' or 'cycles', got {family!r}")
+      raise UserError(f"reachability: family must be 'random' or 'cycles', got {family!r}")
     if not isinstance(directed, bool):
-      raise ValueError(f"reachability: directed must be a bool, got {directed!r}")
+      raise UserError(f"reachability: directed must be a bool, got {directed!r}")
     if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 4:
-      raise ValueError(f"reachability: vocab must be an int >= 4, got {vocab!r}")
+      raise UserError(f"reachability: vocab must be an int >= 4, got {vocab!r}")
     if family == "cycles" and epv is not None:
-      raise ValueError("reachability: edges_per_vertex is only valid with family='random' "
+      raise UserError("reachability: edges_per_vertex is only valid with family='random' "
                        "(cycles always have n edges)")
     if family == "random":
       epv = DEFAULT_EDGES_PER_VERTEX[directed] if epv is None else epv
       if (not isinstance(epv, (int, float)) or isinstance(epv, bool) or not math.isfinite(epv)
           or epv <= 0):
-        raise ValueError(f"reachability: edges_per_vertex must be a float > 0, got {epv!r}")
+        raise UserError(f"reachability: edges_per_vertex must be a float > 0, got {epv!r}")
       epv = float(epv)
     self._options = {"family": family, "directed": directed, "vocab": vocab,
                      "edges_per_vertex": epv}
@@ -104,18 +105,18 @@ class Reachability(base.Task):
     super().check_length(length)
     opts = self._options
     if length > opts["vocab"]:
-      raise ValueError(f"reachability: length (vertices) must be <= vocab={opts['vocab']}, "
+      raise UserError(f"reachability: length (vertices) must be <= vocab={opts['vocab']}, "
                        f"got {length}; raise the vocab option")
     if opts["family"] == "cycles":
       if length < 4 or length % 2:
-        raise ValueError(f"reachability: family='cycles' needs an even length >= 4, got {length}")
+        raise UserError(f"reachability: family='cycles' needs an even length >= 4, got {length}")
       return
     if length < MIN_RANDOM_LENGTH:
-      raise ValueError(f"reachability: family='random' needs length >= {MIN_RANDOM_LENGTH}, "
+      raise UserError(f"reachability: family='random' needs length >= {MIN_RANDOM_LENGTH}, "
                        f"got {length}")
     pairs = length * (length - 1) // (1 if opts["directed"] else 2)
     if self.num_edges(length) > pairs:
-      raise ValueError(f"reachability: edges_per_vertex={opts['edges_per_vertex']} asks for "
+      raise UserError(f"reachability: edges_per_vertex={opts['edges_per_vertex']} asks for "
                        f"{self.num_edges(length)} edges but n={length} has only {pairs} pairs")
 
   def output_dim(self, length: int) -> int:

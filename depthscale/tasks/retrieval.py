@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthscale.tasks import base
+from depthscale.errors import UserError
 
 POSITION_BASE = 10000.0  # wavelength base of the sinusoidal ("rotary-style") pair code
 
@@ -24,7 +25,7 @@ _VALID = {
 
 def _check_int(name: str, value: Any) -> int:
   if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-    raise ValueError(f"retrieval: {name} must be an int >= 1, got {value!r}")
+    raise UserError(f"retrieval: {name} must be an int >= 1, got {value!r}")
   return value
 
 
@@ -55,7 +56,7 @@ class Retrieval(base.Task):
     k = _check_int("dim", options.get("dim", 4))
     ic = options.get("implicit_curriculum", True)
     if not isinstance(ic, bool):
-      raise ValueError(f"retrieval: implicit_curriculum must be a bool, got {ic!r}")
+      raise UserError(f"retrieval: implicit_curriculum must be a bool, got {ic!r}")
     self._options = {"chains": n, "dim": k, "implicit_curriculum": ic}
     self.name = "retrieval"
     self.loss = "mse"

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthscale.tasks.base import Batch, Task, check_options
+from depthscale.errors import UserError
 
 _VALID = {"group": "'A5', 'S5', 'S3', 'parity' or 'Z<m>' with 2 <= m <= 1024; default 'A5'"}
 _MAX_CYCLIC = 1024
@@ -34,7 +35,7 @@ def group_elements(group: str) -> np.ndarray:
   Raises a one-line ValueError for an unknown group name.
   """
   if not isinstance(group, str):
-    raise ValueError(f"word_problem: option group must be a str ({_VALID['group']}), got {group!r}")
+    raise UserError(f"word_problem: option group must be a str ({_VALID['group']}), got {group!r}")
   if group in ("A5", "S5", "S3"):
     degree = int(group[1])
     perms = list(itertools.permutations(range(degree)))  # lexicographic order
@@ -48,7 +49,7 @@ def group_elements(group: str) -> np.ndarray:
     m = int(match.group(1))
     shift_M = np.arange(m, dtype=np.int32)
     return ((shift_M[:, None] + shift_M[None, :]) % m).astype(np.int32)  # row s: i -> i+s
-  raise ValueError(f"word_problem: bad option group={group!r}; valid: {_VALID['group']}")
+  raise UserError(f"word_problem: bad option group={group!r}; valid: {_VALID['group']}")
 
 
 def multiplication_table(elements_GxD: np.ndarray) -> np.ndarray:
