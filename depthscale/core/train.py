@@ -71,9 +71,24 @@ def stack_hparams(specs) -> Hparams:
                  data_key=jnp.stack([ensemble.data_key(s.seed) for s in specs]))
 
 
+# Parameters decayed by role (their name in the tree), never by rank: in the scanned
+# layer stack every LayerNorm scale and bias is [depth, D], a matrix by shape only.
+DECAYED_ROLES = ("kernel", "embedding", "pos")  # dense/attention kernels, token embedding,
+                                                # learned positional table
+
+
+def decay_mask(params):
+  """True for the leaves weight decay applies to: matrices by role (DECAYED_ROLES);
+  LayerNorm scales and biases and every bias are not decayed."""
+  def decayed(path, _):
+    name = path[-1]
+    return getattr(name, "key", getattr(name, "name", None)) in DECAYED_ROLES
+  return jax.tree_util.tree_map_with_path(decayed, params)
+
+
 def optimizer(tcfg: TrainConfig) -> optax.GradientTransformation:
-  """AdamW (decay on matrices only) with learning rate and decay injected per step."""
-  decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)
+  """AdamW (decay on matrices only, by role: decay_mask) with learning rate and decay
+  injected per step."""
   adamw = optax.inject_hyperparams(optax.adamw, static_args=("mask",))(
       learning_rate=0.0, weight_decay=0.0, b1=tcfg.b1, b2=tcfg.b2, mask=decay_mask)
   if tcfg.clip_norm > 0:
