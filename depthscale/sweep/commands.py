@@ -68,6 +68,7 @@ def cmd_run(args, extras) -> int:
   from depthscale.sweep import runner
   c = _load(args, extras)
   runner.planned(c)  # validate before starting anything distributed
+  runner.reproducible_xla()  # before JAX starts its backends (XLA_FLAGS)
   runner.run(c, args.workdir, progress=not args.no_progress, worker=worker(args))
   return 0
 

@@ -25,6 +25,23 @@ from depthscale.sweep.group import Interrupted, train_group
 NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name")
 
 
+def reproducible_xla() -> None:
+  """Make a run's numbers a function of (study, versions, device kind and count) only.
+  On GPU, XLA's scatter-add (the embedding gradient) is otherwise non-deterministic:
+  --xla_gpu_deterministic_ops=true (added to XLA_FLAGS unless it names the flag; takes
+  effect only if JAX has not started its backends yet, as in `depthscale run`). Float32
+  matmuls run at full float32 precision ("highest"), not as TF32 (GPU) or bf16 passes
+  (TPU); a bfloat16 compute dtype is an explicit choice of its own. The PRNG is pinned to
+  the partitionable threefry so that sharding never changes a random stream. No effect
+  on CPU results."""
+  import jax
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_gpu_deterministic_ops" not in flags:
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+  jax.config.update("jax_default_matmul_precision", "highest")
+  jax.config.update("jax_threefry_partitionable", True)
+
+
 def identity(c) -> dict:
   d = json.loads(c.to_json_best_effort())
   return {k: v for k, v in d.items() if k not in NON_IDENTITY}
@@ -104,6 +121,7 @@ def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True,
   processes or array tasks splitting the plan); returns all rows in the workdir.
   `signals=False` leaves SIGTERM/SIGUSR2 to a host such as submitit (which requeues)."""
   task, groups = planned(c)
+  reproducible_xla()
   if c.model.dtype == "float64":
     import jax
     jax.config.update("jax_enable_x64", True)
