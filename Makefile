@@ -10,6 +10,8 @@ PIP_TOOLS := pip-tools==7.6.2
 .PHONY: run test venv lock clean
 
 $(VENV)/.installed: requirements.lock setup.cfg pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "make: requirements.lock needs Python >= 3.11; run with PYTHON=python3.11 (or newer)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
