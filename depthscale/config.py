@@ -41,6 +41,7 @@ def defaults() -> ml_collections.ConfigDict:
   c.plan = ml_collections.ConfigDict(dict(strategy="auto", max_models_per_group=64,
                                           gflops=20.0, compile_s=20.0))
   c.checkpoint_every = 500
+  c.lease_s = 300.0  # a group whose worker sent no heartbeat for this long may be taken over
   c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
   c.paper_fit = ml_collections.ConfigDict()
   return c
@@ -189,6 +190,9 @@ def validate(c: ml_collections.ConfigDict):
   if c.train.curriculum != "none" and not getattr(task, "prefix_consistent", False):
     raise ConfigError(f"train.curriculum: task {c.task!r} has no length curriculum "
                       "(its examples are not prefix-consistent); use 'none'")
+  lease = c.get("lease_s")
+  if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
+    raise ConfigError(f"lease_s: {lease!r} is not a number of seconds > 0")
   _num(c, "eval.size", 1, integer=True)
   _num(c, "eval.threshold", 0.0, strict=True)
   if c.plan.strategy not in ("auto", "bucket", "pad"):

@@ -2,10 +2,11 @@
 #        [--partition gpu --gpus-per-node 1 --shards 7 --timeout-min 1440] [--dry-run]
 """Submit a study's plan to SLURM as a job array (submitit), one task per shard of groups.
 
-Every task runs the same resumable runner on the one shared workdir and takes its share
-of groups (balanced by the planner's cost model); a task that times out or is preempted
-is requeued by submitit and resumes from its group's latest checkpoint. Claims keep two
-tasks from ever training the same group. The last task to finish merges results.csv and
+Every task runs the same resumable runner on the one shared workdir and pulls groups,
+largest first, until none is left (leases keep two tasks from training one group, and
+let a task take over a group whose holder died). A task that times out or is preempted
+(SIGUSR2 from submitit) checkpoints at its current step within seconds, is requeued by
+submitit and resumes from that step. The last task to finish merges results.csv and
 the report; `depthscale report WORKDIR` rebuilds it at any time.
 """
 from __future__ import annotations
@@ -48,15 +49,16 @@ def main(argv=None) -> int:
     from depthscale.sweep import runner
     task, groups = runner.planned(c)
     count = args.shards or len(groups)
-    parts = [runner.share(c, task, groups, i, count) for i in range(count)]
+    if count < 1:
+      raise UserError(f"--shards {count}: give the number of array tasks (>= 1)")
+    order = runner.largest_first(c, task, groups)
   except UserError as e:
     print(f"slurm.py: error: {e}", file=sys.stderr)
     return 2
   workdir = os.path.abspath(args.workdir)
-  print(f"{c.name}: {len(groups)} groups -> array of {count} tasks, workdir {workdir}")
-  for i, part in enumerate(parts):
-    print(f"  task {i}: {len(part)} groups, {sum(len(g.cells) for g in part)} models: "
-          + ", ".join(g.id for g in part))
+  print(f"{c.name}: {len(groups)} groups -> array of {count} tasks, workdir {workdir}; each "
+        f"task pulls the largest unclaimed group until none is left (lease {c.lease_s:g} s)")
+  print("  order: " + ", ".join(f"{g.id} ({len(g.cells)} models)" for g in order))
   if args.dry_run:
     return 0
   runner.prepare_workdir(c, workdir)  # refuse a different study before submitting
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
   spec = os.path.abspath(args.config.partition(":")[0])
   spec += ":" + args.config.partition(":")[2] if ":" in args.config else ""
   with executor.batch():
-    jobs = [executor.submit(Shard(spec, overrides, workdir, i, count)) for i in range(count)]
+    jobs = [executor.submit(Shard(spec, overrides, workdir)) for _ in range(count)]
   print(f"submitted array {jobs[0].job_id.split('_')[0]} ({count} tasks); "
         f"logs in {workdir}/slurm/")
   if args.wait:

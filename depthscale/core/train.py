@@ -217,3 +217,25 @@ def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
 def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
   """chunk_fn, jitted, with the state donated: one dispatch runs K steps of M models."""
   return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call), donate_argnums=0)
+
+
+def make_train_steps(task, cfg: ModelConfig, tcfg: TrainConfig, max_steps: int):
+  """Like make_train_chunk, but the number of steps is an argument: (state_M, hparams_M,
+  arch_M, n) runs n <= max_steps steps (a while loop) and returns metrics {name:
+  [max_steps, M]} whose first n rows are filled. One program serves every n, so a
+  caller can size its dispatches by time (a stop request is then served within one
+  short dispatch, whatever max_steps is). Each step is the same step as in the scan."""
+  step_M = map_models(jax.vmap(make_step(task, cfg, tcfg)), tcfg.models_per_chunk)
+
+  def run(state_M, hp_M, arch_M, n):
+    _, like = jax.eval_shape(step_M, state_M, hp_M, arch_M)
+    buf = jax.tree.map(lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype), like)
+
+    def body(i, carry):
+      state, buf = carry
+      state, met = step_M(state, hp_M, arch_M)
+      return state, jax.tree.map(lambda b, x: b.at[i].set(x), buf, met)
+
+    return jax.lax.fori_loop(0, n, body, (state_M, buf))
+
+  return jax.jit(run, donate_argnums=0)

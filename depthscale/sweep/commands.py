@@ -6,6 +6,9 @@ and calls the library; cli.py registers them with `add_commands`.
 from __future__ import annotations
 
 
+import json
+import os
+
 from depthscale import config as config_lib
 from depthscale.errors import UserError
 
@@ -46,30 +49,70 @@ def cmd_plan(args, extras) -> int:
   return 0
 
 
-def worker(args) -> tuple[int, int]:
-  """(process index, process count): multi-process JAX when asked for (flags) or when
-  the environment provides it (a SLURM step with several tasks); else (0, 1)."""
-  import os
+def parse_devices(text: str | None) -> list[int] | None:
+  """`--devices 0,1` -> [0, 1] (checked before JAX starts)."""
+  if text is None:
+    return None
+  try:
+    ids = [int(t) for t in text.split(",")]
+  except ValueError:
+    ids = []
+  if not ids or min(ids) < 0 or len(set(ids)) != len(ids):
+    raise UserError(f"--devices {text!r}: give distinct device indices, e.g. --devices 0,1")
+  if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+    raise UserError("--devices and CUDA_VISIBLE_DEVICES both choose devices; use one")
+  return ids
+
+
+def select_devices(ids):
+  """The local devices a worker trains on. On a GPU host --devices is applied as
+  CUDA_VISIBLE_DEVICES before JAX starts (so the worker touches no other GPU); on CPU
+  or TPU the listed local devices are used."""
+  import jax
+  if ids is None or jax.default_backend() == "gpu":
+    return None
+  local = jax.local_devices()
+  if max(ids) >= len(local):
+    raise UserError(f"--devices {','.join(map(str, ids))}: this host has {len(local)} "
+                    f"{local[0].platform} devices (0..{len(local) - 1})")
+  return [local[i] for i in ids]
+
+
+def worker_jax(args) -> None:
+  """Multi-process JAX only when asked for: a TPU pod slice, whose hosts must start JAX
+  together. Independent workers never call it (they share no fate)."""
   import jax
   if args.num_processes > 1:
     if not 0 <= args.process_id < args.num_processes or not args.coordinator:
       raise UserError("--num-processes > 1 needs --coordinator HOST:PORT and "
-                       "0 <= --process-id < --num-processes")
+                      "0 <= --process-id < --num-processes")
     jax.distributed.initialize(coordinator_address=args.coordinator,
                                num_processes=args.num_processes, process_id=args.process_id)
-  elif int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_STEP_ID" in os.environ:
-    jax.distributed.initialize()
-  else:
-    return 0, 1
-  return jax.process_index(), jax.process_count()
 
 
 def cmd_run(args, extras) -> int:
   from depthscale.sweep import runner
   c = _load(args, extras)
-  runner.planned(c)  # validate before starting anything distributed
+  ids = parse_devices(args.devices)
+  runner.planned(c)  # validate before starting anything
+  if ids is not None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))  # before JAX starts
   runner.reproducible_xla()  # before JAX starts its backends (XLA_FLAGS)
-  runner.run(c, args.workdir, progress=not args.no_progress, worker=worker(args))
+  worker_jax(args)
+  runner.run(c, args.workdir, progress=not args.no_progress, devices=select_devices(ids),
+             exit_when_idle=args.exit_when_idle)
+  return 0
+
+
+def cmd_status(args, extras) -> int:
+  from depthscale.sweep import status
+  if extras:
+    raise UserError(f"unrecognized arguments: {' '.join(extras)}")
+  report = status.status(args.workdir)
+  if args.json:
+    print(json.dumps(report, indent=2))
+  else:
+    print(status.format_status(report))
   return 0
 
 
@@ -96,11 +139,21 @@ def add_commands(commands) -> None:
     if name == "run":
       p.add_argument("--workdir", required=True, help="where results and checkpoints go")
       p.add_argument("--no-progress", action="store_true", help="no progress bar")
+      p.add_argument("--devices", default=None, metavar="I,J",
+                     help="local devices this worker uses (GPU: as CUDA_VISIBLE_DEVICES)")
+      p.add_argument("--exit-when-idle", action="store_true",
+                     help="exit when the groups left are all held by other workers "
+                          "(default: wait, and take over any whose lease lapses)")
       p.add_argument("--num-processes", type=int, default=1,
-                     help="multi-process JAX: processes splitting the plan (default 1)")
+                     help="multi-process JAX, only for a TPU pod slice (default 1)")
       p.add_argument("--process-id", type=int, default=0, help="this process's index")
       p.add_argument("--coordinator", default="", help="HOST:PORT of process 0")
     p.set_defaults(handler=handler, accepts_options=True)
+  p = commands.add_parser("status", help="every group of a workdir: done, running (holder, "
+                          "step, ETA), stale or pending", allow_abbrev=False)
+  p.add_argument("workdir")
+  p.add_argument("--json", action="store_true", help="print JSON for scripts")
+  p.set_defaults(handler=cmd_status)
   p = commands.add_parser("report", help="rebuild report.md, fits.json and plots of a workdir",
                           allow_abbrev=False)
   p.add_argument("workdir")

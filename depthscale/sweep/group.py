@@ -76,19 +76,37 @@ def refill(tree, m: int, axis: int = 0):
   return jax.tree.map(one, tree)
 
 
+DISPATCH_S = 2.0  # target seconds of one dispatch: a stop request waits for at most ~2
+
+
+def next_dispatch(n: int, steps_per_s: float | None, k: int) -> int:
+  """Steps in the next dispatch: double from 1 until a rate is measured, then enough
+  for about DISPATCH_S seconds; never more than steps_per_call (k)."""
+  if steps_per_s is None:
+    return min(2 * n, k)
+  return max(1, min(k, int(steps_per_s * DISPATCH_S)))
+
+
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
                 eval_size: int = 1000, threshold: float = 0.95, pos: str = "learned",
                 mlp_ratio: int = 4, dtype: str = "float32", progress: bool = True,
-                desc: str = "group",
+                desc: str = "group", devices=None,
                 checkpoints=None, checkpoint_every: int = 0,
-                should_stop=lambda: False) -> GroupResult:
+                should_stop=lambda: False, before_save=None, on_progress=None) -> GroupResult:
+  """Train a group to the end. Dispatches are sized by time (at most steps_per_call
+  steps, about DISPATCH_S seconds each) so that `should_stop()` is served within seconds:
+  the state is then checkpointed at the current step and Interrupted raised.
+  `before_save(step, curves)` runs before every checkpoint (it may raise to abandon the
+  group, e.g. a lost lease); `on_progress(step, steps_per_s)` after every dispatch."""
   k, total = steps_per_call, tcfg.total_steps
   if total % k or (checkpoint_every and checkpoint_every % k):
     raise ValueError(f"total_steps ({total}) and checkpoint_every ({checkpoint_every}) must "
                      f"be multiples of steps_per_call ({k})")
   n_real = len(specs)
-  specs = fill(specs, jax.local_device_count())
-  cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio, dtype=dtype)
+  devices = devices or jax.local_devices()
+  specs = fill(specs, len(devices))
+  cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio, devices=devices,
+                               dtype=dtype)
   m = len(specs)
   curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
   start = 0
@@ -100,37 +118,51 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                            refill(saved["state"], m), state)  # where the fresh state lives
       curves, start = refill(saved["curves"], m, 1), step
       print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
-  chunk = train.make_train_chunk(task, cfg, tcfg, k)
+  steps_fn = train.make_train_steps(task, cfg, tcfg, k)
   bar = tqdm(total=total, initial=start, desc=f"{desc} ({m} models)", unit="step",
              disable=not progress, leave=False)
-  t0, pending = time.perf_counter(), None
+  t0, pending, rate, last_done = time.perf_counter(), None, None, None
 
-  def drain(upto):  # copy the metrics of the chunk ending at `upto` to the host
-    got = jax.device_get(pending)
+  def drain():  # copy the metrics of the oldest dispatch in flight to the host
+    nonlocal pending, rate, last_done
+    first, n, new = pending
+    got = jax.device_get(new)
+    now = time.perf_counter()
+    if last_done is not None:  # the device was busy since the previous dispatch ended
+      rate = n / max(now - last_done, 1e-9)
+    last_done, pending = now, None
     for name in CURVES:
-      curves[name][upto - k:upto] = got[name]
-    bar.update(k)
+      curves[name][first:first + n] = got[name][:n]
+    bar.update(n)
+    if on_progress is not None:
+      on_progress(first + n, rate)
 
-  compile_s = None
-  for at in range(start + k, total + 1, k):
-    state, new = chunk(state, hp, arch)   # dispatched; runs while we read the last one
+  compile_s, at, n = None, start, 1
+  while at < total:
+    boundary = (at // checkpoint_every + 1) * checkpoint_every if checkpoint_every else total
+    n = min(n, k, boundary - at, total - at)
+    state, new = steps_fn(state, hp, arch, np.int32(n))  # runs while we read the last one
     if compile_s is None:  # the first call compiles synchronously, then dispatches
       compile_s = time.perf_counter() - t0
     if pending is not None:
-      drain(at - k)
-    pending = new
+      drain()
+    pending, at = (at, n, new), at + n
+    n = next_dispatch(n, rate, k)
     saving = checkpoints is not None and checkpoint_every and at % checkpoint_every == 0
     stop = should_stop()
     if (saving or stop) and at < total:
-      drain(at)
-      pending = None
-      checkpoints.save(at, {"state": real_models(state, n_real),
-                            "curves": real_models(curves, n_real, 1)})
+      drain()
+      if checkpoints is not None:
+        if before_save is not None:
+          before_save(at, curves)
+        checkpoints.save(at, {"state": real_models(state, n_real),
+                              "curves": real_models(curves, n_real, 1)})
+        last_done = None  # the save's time is not training time
       if stop:
         bar.close()
         raise Interrupted(at)
   if pending is not None:
-    drain(total)
+    drain()
   bar.close()
   train_s = time.perf_counter() - t0 - (compile_s or 0.0)
   batch = metrics.held_out(task, tcfg.length, eval_size)

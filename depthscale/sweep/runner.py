@@ -1,8 +1,11 @@
 """Groups -> results: run a plan in a workdir, resumably, and leave results behind.
 
 A workdir keeps its config (config.json); a rerun with a different study is refused.
-Finished groups (groups/<id>.json) are skipped; unfinished ones resume from their
-latest checkpoint. SIGTERM and SIGUSR2 save a checkpoint and exit cleanly.
+Any number of workers (processes, SLURM array tasks, hosts) share one workdir: each pulls
+the largest group that is neither finished (groups/<id>.json) nor leased by a live
+worker (io/leases.py), trains it from its latest checkpoint, and takes the next, until
+every group is finished. SIGTERM and SIGUSR2 save a checkpoint at the current step within
+seconds and exit cleanly (or hand over to a host's own handler, such as submitit's).
 Imports config, sweep.grid/plan/group and io/.
 """
 from __future__ import annotations
@@ -16,13 +19,13 @@ import time
 from depthscale import config as config_lib
 from depthscale.core import train
 from depthscale.io import results, trackers
-from depthscale.io.claims import Claim
+from depthscale.io.leases import Lease, LeaseLost
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import grid, plan
 from depthscale.sweep.group import Interrupted, train_group
 
 # Fields that may change between runs of one workdir without changing its results.
-NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name")
+NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name", "lease_s")
 
 
 def reproducible_xla() -> None:
@@ -74,18 +77,29 @@ def train_config(c, length: int) -> train.TrainConfig:
 
 
 class StopFlag:
-  """Set by SIGTERM / SIGUSR2 while installed."""
+  """Set by SIGTERM / SIGUSR2 while installed; remembers the signal and the handler it
+  replaced, so that a host's handler (submitit's requeue) runs once the state is saved."""
 
   def __init__(self):
     self.set = False
+    self.signum = None
+    self.previous = {}
 
-  def __call__(self, *_):
-    self.set = True
+  def __call__(self, signum, _frame):
+    self.set, self.signum = True, signum
 
   def install(self):
     for s in (signal.SIGTERM, signal.SIGUSR2):
-      signal.signal(s, self)
+      self.previous[s] = signal.signal(s, self)
     return self
+
+  def hand_over(self) -> None:
+    """Call the replaced handler of the signal received, if it was a Python one (submitit:
+    checkpoint() and requeue); then exit 0."""
+    prev = self.previous.get(self.signum)
+    if callable(prev):
+      prev(self.signum, None)
+    raise SystemExit(0)
 
 
 def planned(c):
@@ -94,91 +108,169 @@ def planned(c):
   return task, plan.make_plan(cells, c, task.seq_len, task.output_dim(max(c.grid.length)))
 
 
-def log_group(tracker, rows, res, log_every=10):
-  """One W&B run per model: its config fields, curves every `log_every` steps, n*."""
-  steps = list(range(log_every, res.curves["loss"].shape[0] + 1, log_every))
-  for m, row in enumerate(rows):
-    conf = {k: row[k] for k in ("task", "depth", "width", "heads", "seed", "lr", "length",
-                                "repeats", "steps", "group")}
-    curves = {"step": steps, **{k: v[[s - 1 for s in steps], m].tolist()
-                                for k, v in res.curves.items()}}
+def log_group(tracker, rows, res):
+  """Each model's W&B run gets its final config and summary (n*, losses); its curves
+  were streamed by LiveCurves."""
+  for row in rows:
     summary = {k: row[k] for k in ("n_star", "k_star", "final_loss", "eval_loss", "seq_acc",
                                    "frozen") if k in row}
-    tracker.log_model(row["model"], conf, curves, summary)
+    tracker.log_model(row["model"], model_conf(row), {"step": []}, summary)
 
 
-def share(c, task, groups, index: int, count: int):
-  """This worker's groups when `count` workers split the plan (balanced by cost)."""
-  if count <= 1:
-    return groups
+def largest_first(c, task, groups):
+  """The order in which workers pull groups: the planner's cost, largest first."""
   cost = plan.cost_fn(task, c, task.output_dim(max(c.grid.length)))
-  return plan.assign(groups, count, cost)[index]
+  return sorted(groups, key=cost, reverse=True)
 
 
-def run(c, workdir: str, progress: bool = True, worker=(0, 1), report=True,
-        signals=True) -> list[dict]:
-  """Train every group of this worker's share not yet finished (worker = (index, count):
-  processes or array tasks splitting the plan); returns all rows in the workdir.
-  `signals=False` leaves SIGTERM/SIGUSR2 to a host such as submitit (which requeues)."""
+def model_conf(row) -> dict:
+  return {k: row[k] for k in ("task", "depth", "width", "heads", "seed", "lr", "length",
+                              "repeats", "steps", "group") if k in row}
+
+
+class LiveCurves:
+  """Streams each model's curves to the tracker at every checkpoint of its group (every
+  `log_every` steps), so a long group shows progress before it ends."""
+
+  def __init__(self, tracker, g, log_every=10):
+    self.tracker, self.g, self.log_every, self.logged = tracker, g, log_every, 0
+
+  def __call__(self, step, curves):
+    steps = list(range(self.logged + self.log_every, step + 1, self.log_every))
+    if not steps:
+      return
+    for m, cell in enumerate(self.g.cells):
+      s = cell.spec
+      conf = dict(depth=s.depth, width=s.width, heads=s.heads, seed=s.seed, lr=s.lr,
+                  length=self.g.length, repeats=s.repeats, group=self.g.id)
+      part = {"step": steps, **{k: v[[t - 1 for t in steps], m].tolist()
+                                for k, v in curves.items()}}
+      self.tracker.log_model(cell.key, conf, part, {})
+    self.logged = steps[-1]
+
+
+def pull(workdir, c, order, stop, exit_when_idle, poll_s):
+  """The next group this worker holds a lease on, or None when every group is finished
+  (or, with exit_when_idle, when the rest are held by live workers)."""
+  waiting = False
+  while True:
+    left = [g for g in order if not os.path.exists(results.group_path(workdir, g.id))]
+    if not left:
+      return None
+    for g in left:
+      lease = Lease(workdir, g.id, c.lease_s)
+      if lease.acquire():
+        if os.path.exists(results.group_path(workdir, g.id)):  # finished meanwhile
+          lease.release()
+          continue
+        if lease.took_over is not None:
+          old = lease.took_over
+          print(f"depthscale: group {g.id}: lease of {old.get('owner')} on "
+                f"{old.get('host')} lapsed (no heartbeat for {c.lease_s:g} s); taking it over",
+                file=sys.stderr)
+        return g, lease
+    if exit_when_idle:
+      print(f"depthscale: {len(left)} groups left, all held by other workers; exiting "
+            "(--exit-when-idle)", file=sys.stderr)
+      return None
+    if not waiting:
+      print(f"depthscale: {len(left)} groups left, all held by other workers; waiting to "
+            f"take over any whose lease lapses ({c.lease_s:g} s)", file=sys.stderr)
+      waiting = True
+    for _ in range(max(1, int(poll_s / 0.2))):
+      if stop.set:
+        raise SystemExit(0)
+      time.sleep(0.2)
+
+
+def run(c, workdir: str, progress: bool = True, report=True, signals=True, devices=None,
+        exit_when_idle=False) -> list[dict]:
+  """Pull and train groups until every group of the study is finished; returns all rows
+  in the workdir. `signals=False` installs no handlers (the caller handles stops)."""
   task, groups = planned(c)
   reproducible_xla()
   if c.model.dtype == "float64":
     import jax
     jax.config.update("jax_enable_x64", True)
-  groups = share(c, task, groups, *worker)
   prepare_workdir(c, workdir)
   stop = StopFlag().install() if signals else StopFlag()
   tracker = trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
                                   project=c.wandb.project)
   wall0 = time.perf_counter()
-  todo = [g for g in groups if not os.path.exists(results.group_path(workdir, g.id))]
+  order = largest_first(c, task, groups)
+  todo = [g for g in order if not os.path.exists(results.group_path(workdir, g.id))]
   print(f"depthscale: {len(groups)} groups, {len(todo)} to train, "
         f"{sum(len(g.cells) for g in groups)} models -> {workdir}", file=sys.stderr)
-  for i, g in enumerate(todo):
-    claim = Claim(workdir, g.id)
-    if not claim.acquire():
-      print(f"depthscale: group {g.id} is being trained by another launch; skipped",
-            file=sys.stderr)
-      continue
-    if os.path.exists(results.group_path(workdir, g.id)):  # finished by another launch
-      claim.release()
-      continue
+  trained = 0
+  while (got := pull(workdir, c, order, stop, exit_when_idle, min(5.0, c.lease_s / 4))):
+    g, lease = got
+    lease.start()
     ckpt = GroupCheckpoints(os.path.abspath(os.path.join(workdir, "checkpoints", g.id)))
+    live = LiveCurves(tracker, g)
+
+    def before_save(step, curves):
+      lease.check()  # raises LeaseLost: nothing is saved
+      live(step, curves)
+
     try:
       res = train_group(task, g.specs, train_config(c, g.length),
                         steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
                         threshold=c.eval.threshold, pos=c.model.pos,
                         mlp_ratio=c.model.mlp_ratio, dtype=c.model.dtype,
-                        progress=progress,
-                        desc=f"group {i + 1}/{len(todo)} n={g.length}", checkpoints=ckpt,
-                        checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set)
+                        progress=progress, devices=devices,
+                        desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
+                        checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set,
+                        before_save=before_save,
+                        on_progress=lambda step, rate: lease.update(step, c.train.steps, rate))
+      lease.check()  # still ours: write the results
+      for row, cell in zip(res.rows, g.cells):
+        row.update(group=g.id, model=cell.key)
+      live(c.train.steps, res.curves)
+      log_group(tracker, res.rows, res)  # first: a kill before the next line re-logs
+      results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
     except Interrupted as e:
+      lease.release()  # the next worker (a requeued task) may resume it at once
+      ckpt.close()
       print(f"depthscale: stopped; checkpoint of group {g.id} saved at step {e.step}. "
             "Rerun the same command to resume.", file=sys.stderr)
-      raise SystemExit(0)
-    finally:
+      stop.hand_over()
+    except LeaseLost:
+      lease.release()
       ckpt.close()
-    for row, cell in zip(res.rows, g.cells):
-      row.update(group=g.id, model=cell.key)
-    log_group(tracker, res.rows, res)  # first: a kill before the next line re-logs
-    results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
-    claim.release()
+      print(f"depthscale: group {g.id} was taken over by another worker (this worker's "
+            "lease lapsed); it wrote nothing more for it", file=sys.stderr)
+      continue
+    except BaseException:
+      lease.release()
+      ckpt.close()
+      raise
+    lease.release()
+    ckpt.close()
+    trained += 1
     print(f"depthscale: group {g.id} done", file=sys.stderr)
+    if report:
+      refresh_summary(workdir, tracker)
   rows = collect(workdir)
-  if todo and report:
-    from depthscale.report import build_report  # matplotlib only when there is news
-    report = build_report(workdir)
-    with open(os.path.join(workdir, "fits.json")) as f:
-      fits = json.load(f)
-    plots = os.path.join(workdir, "plots")
-    images = {p[:-4]: os.path.join(plots, p) for p in sorted(os.listdir(plots))
-              if p.endswith(".png")} if os.path.isdir(plots) else {}
-    tracker.log_summary(rows, images, fits.get("fits", {}))
+  if trained and report:
     wall = time.perf_counter() - wall0
     print(f"depthscale: W&B ({tracker.mode}) logging took {tracker.seconds:.1f} s of "
-          f"{wall:.1f} s ({100 * tracker.seconds / wall:.1f}%); report: {report}",
-          file=sys.stderr)
+          f"{wall:.1f} s ({100 * tracker.seconds / wall:.1f}%); report: "
+          f"{os.path.join(workdir, 'report.md')}", file=sys.stderr)
   return rows
+
+
+def refresh_summary(workdir, tracker):
+  """results.csv, report.md, fits and plots of the groups finished so far, and the W&B
+  summary run (its table and plots updated as groups finish)."""
+  from depthscale.report import build_report  # matplotlib only when there is news
+  rows = collect(workdir)
+  build_report(workdir)
+  with open(os.path.join(workdir, "fits.json")) as f:
+    fits = json.load(f)
+  plots = os.path.join(workdir, "plots")
+  images = {p[:-4]: os.path.join(plots, p) for p in sorted(os.listdir(plots))
+            if p.endswith(".png")} if os.path.isdir(plots) else {}
+  tracker.log_summary(rows, images, fits.get("fits", {}))
 
 
 def collect(workdir: str) -> list[dict]:

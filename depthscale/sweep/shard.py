@@ -1,7 +1,10 @@
-"""One SLURM array task (a submitit Checkpointable): train shard `index` of `count`.
+"""One SLURM array task (a submitit Checkpointable): a worker that pulls groups.
 
 Lives in the package, not in launch/, so that submitit can unpickle it in the job.
-On timeout or preemption submitit requeues it as is; the runner resumes from checkpoints.
+The runner installs its own SIGTERM/SIGUSR2 handler over submitit's: on a timeout or a
+preemption warning it checkpoints the group at the current step, releases its lease,
+then calls submitit's handler, which calls `checkpoint()` and requeues the task; the
+requeued task resumes from that step.
 """
 from __future__ import annotations
 
@@ -11,13 +14,16 @@ from depthscale import config as config_lib
 
 
 class Shard(submitit.helpers.Checkpointable):
-  def __init__(self, spec: str, overrides: list[str], workdir: str, index: int, count: int):
+  def __init__(self, spec: str, overrides: list[str], workdir: str):
     self.spec, self.overrides, self.workdir = spec, overrides, workdir
-    self.index, self.count = index, count
 
   def __call__(self) -> int:
     from depthscale.sweep import runner
     c = config_lib.load(self.spec, self.overrides)
-    rows = runner.run(c, self.workdir, progress=False, worker=(self.index, self.count),
-                      signals=False)
+    rows = runner.run(c, self.workdir, progress=False)
     return len(rows)
+
+  def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
+    """Called by submitit's signal handler after the runner saved the group's state at
+    the current step (so there is nothing left to save): requeue this worker as is."""
+    return submitit.helpers.DelayedSubmission(self, *args, **kwargs)

@@ -1,0 +1,162 @@
+"""Leases on groups: which worker trains a group, renewed while it trains, taken over
+when its holder stops renewing. No flock or fcntl (those are node-local or missing on
+cluster filesystems such as Lustre and BeeGFS): only atomic file creation.
+
+A group's lease history is a series of files leases/<group>.<generation>. A worker takes
+generation g+1 by creating its file with O_CREAT | O_EXCL, which exactly one creator wins,
+and only when generation g is released or stale (its heartbeat older than `lease_s`).
+The holder of g has lost the group as soon as a file g+1 exists; it checks before every
+save and before writing results (`Lease.check`). Heartbeats are wall-clock times written
+by the holder (hosts of one cluster are assumed NTP-synchronised to well under lease_s).
+Imports nothing from depthscale.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+DIR = "leases"
+
+
+class LeaseLost(Exception):
+  """Another worker took this worker's group over (its lease lapsed)."""
+
+
+def _read(path: str) -> dict | None:
+  """A lease record; a file caught between its creation and its first write (or left so
+  by a crash) reads as a record whose heartbeat is the file's mtime."""
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except ValueError:
+    try:
+      return {"heartbeat": os.path.getmtime(path), "unreadable": True}
+    except OSError:
+      return None
+  except OSError:  # vanished
+    return None
+
+
+def generations(workdir: str, group_id: str) -> list[int]:
+  """The generations of a group's lease files, oldest first."""
+  try:
+    names = os.listdir(os.path.join(workdir, DIR))
+  except FileNotFoundError:
+    return []
+  prefix = group_id + "."
+  return sorted(int(n[len(prefix):]) for n in names
+                if n.startswith(prefix) and n[len(prefix):].isdigit())
+
+
+def latest(workdir: str, group_id: str) -> tuple[int, dict | None]:
+  """(generation, record) of a group's newest lease; (0, None) if it never had one."""
+  gens = generations(workdir, group_id)
+  if not gens:
+    return 0, None
+  g = gens[-1]
+  return g, _read(os.path.join(workdir, DIR, f"{group_id}.{g}"))
+
+
+def state(record: dict | None, lease_s: float, now: float | None = None) -> str:
+  """'free' (never leased or released), 'held' (heartbeat fresh) or 'stale'."""
+  if record is None or record.get("released"):
+    return "free"
+  now = time.time() if now is None else now
+  # a record still being written (no heartbeat yet) counts as just created: held
+  age = now - record.get("heartbeat", now)
+  return "stale" if age > lease_s else "held"
+
+
+class Lease:
+  """This worker's lease on one group. `acquire`, then `start` the heartbeat thread,
+  `update` the progress it reports, `check` before writing, `release` when done."""
+
+  def __init__(self, workdir: str, group_id: str, lease_s: float, owner: str | None = None):
+    self.dir = os.path.join(workdir, DIR)
+    self.workdir, self.group_id, self.lease_s = workdir, group_id, lease_s
+    self.owner = owner or uuid.uuid4().hex[:12]
+    self.generation = 0
+    self.record: dict = {}
+    self.took_over: dict | None = None  # the stale record this lease replaced
+    self._lock = threading.Lock()
+    self._stop = threading.Event()
+    self._thread: threading.Thread | None = None
+
+  @property
+  def path(self) -> str:
+    return os.path.join(self.dir, f"{self.group_id}.{self.generation}")
+
+  def acquire(self) -> bool:
+    """True if this worker now holds the group; False if a live holder has it (or another
+    worker won the race for it)."""
+    os.makedirs(self.dir, exist_ok=True)
+    g, record = latest(self.workdir, self.group_id)
+    st = state(record, self.lease_s)
+    if st == "held":
+      return False
+    now = time.time()
+    self.record = dict(owner=self.owner, host=socket.gethostname(), pid=os.getpid(),
+                       started=now, heartbeat=now, step=None, steps_per_s=None,
+                       total_steps=None, released=False)
+    self.generation = g + 1
+    try:
+      fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+      return False
+    with os.fdopen(fd, "w") as f:
+      json.dump(self.record, f)
+    self.took_over = record if st == "stale" else None
+    return True
+
+  def _write(self) -> None:
+    tmp = f"{self.path}.tmp-{self.owner}"
+    with open(tmp, "w") as f:
+      json.dump(self.record, f)
+    os.replace(tmp, self.path)
+
+  def held(self) -> bool:
+    """True while no later generation exists (nobody took the group over)."""
+    return generations(self.workdir, self.group_id)[-1:] == [self.generation]
+
+  def check(self) -> None:
+    """Renew the heartbeat if the group is still ours; else raise LeaseLost."""
+    with self._lock:
+      if not self.held():
+        raise LeaseLost(f"group {self.group_id}: lease taken over by another worker")
+      self.record["heartbeat"] = time.time()
+      self._write()
+
+  def update(self, step: int, total_steps: int, steps_per_s: float | None) -> None:
+    """Progress shown by `depthscale status` (written with the next heartbeat)."""
+    with self._lock:
+      self.record.update(step=step, total_steps=total_steps, steps_per_s=steps_per_s)
+
+  def start(self) -> "Lease":
+    """Renew the heartbeat every lease_s / 4 in a daemon thread until released (a stopped
+    or frozen process stops renewing, so its lease lapses)."""
+    def beat():
+      while not self._stop.wait(self.lease_s / 4):
+        try:
+          self.check()
+        except LeaseLost:
+          return
+        except OSError:  # a transient filesystem error: retry at the next beat
+          pass
+    self._thread = threading.Thread(target=beat, name=f"lease-{self.group_id}", daemon=True)
+    self._thread.start()
+    return self
+
+  def release(self) -> None:
+    """Stop renewing; mark the lease released (if still ours) so that another worker may
+    take the group at once (to resume it, or to see it done)."""
+    self._stop.set()
+    if self._thread is not None:
+      self._thread.join()
+    with self._lock:
+      if self.generation and self.held():
+        self.record.update(released=True, heartbeat=time.time())
+        self._write()

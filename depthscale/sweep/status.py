@@ -1,0 +1,86 @@
+"""`depthscale status WORKDIR`: where a sweep stands, from the workdir alone.
+
+Each group of the study (planned from the workdir's config.json) is done (its results
+file exists), running (a live lease: holder, host, step, steps/s, ETA, lease age), stale
+(a lease not renewed for lease_s: it will be taken over), or pending (never leased, or
+released; with the step of its latest checkpoint if it has one).
+Imports config, sweep.runner and io/; never starts JAX work.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import ml_collections
+
+from depthscale.errors import UserError
+from depthscale.io import leases, results
+
+
+def _checkpoint_step(workdir: str, group_id: str) -> int | None:
+  d = os.path.join(workdir, "checkpoints", group_id)
+  steps = [int(n) for n in os.listdir(d) if n.isdigit()] if os.path.isdir(d) else []
+  return max(steps) if steps else None
+
+
+def status(workdir: str, now: float | None = None) -> dict:
+  from depthscale.sweep import runner
+  path = os.path.join(workdir, "config.json")
+  if not os.path.isfile(path):
+    raise UserError(f"{workdir!r} is not a depthscale workdir (no config.json); give the "
+                    "--workdir of a run")
+  with open(path) as f:
+    c = ml_collections.ConfigDict(json.load(f))
+  _, groups = runner.planned(c)
+  now = time.time() if now is None else now
+  lease_s = c.get("lease_s", 300.0)
+  out = []
+  for g in groups:
+    row = dict(id=g.id, models=len(g.cells), steps=c.train.steps)
+    if os.path.exists(results.group_path(workdir, g.id)):
+      row["state"] = "done"
+    else:
+      gen, rec = leases.latest(workdir, g.id)
+      st = leases.state(rec, lease_s, now)
+      row["state"] = {"held": "running", "stale": "stale", "free": "pending"}[st]
+      row["checkpoint_step"] = _checkpoint_step(workdir, g.id)
+      if rec is not None and st != "free":
+        rate, step = rec.get("steps_per_s"), rec.get("step")
+        row.update(holder=rec.get("owner"), host=rec.get("host"), pid=rec.get("pid"),
+                   step=step, steps_per_s=rate, lease_age_s=now - rec["heartbeat"],
+                   lease_generation=gen,
+                   eta_s=(c.train.steps - step) / rate if rate and step is not None else None)
+    out.append(row)
+  counts = {s: sum(r["state"] == s for r in out) for s in ("done", "running", "stale", "pending")}
+  total = sum(r["models"] * r["steps"] for r in out)
+  trained = sum(r["models"] * (r["steps"] if r["state"] == "done"
+                               else (r.get("step") or r.get("checkpoint_step") or 0))
+                for r in out)
+  return dict(workdir=workdir, study=c.name, lease_s=lease_s, groups=out, counts=counts,
+              progress=trained / total if total else 1.0)
+
+
+def _dur(s) -> str:
+  if s is None:
+    return "-"
+  s = int(s)
+  return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def format_status(report: dict) -> str:
+  n = report["counts"]
+  lines = [f"{report['study']}: {len(report['groups'])} groups: {n['done']} done, "
+           f"{n['running']} running, {n['stale']} stale, {n['pending']} pending; "
+           f"{100 * report['progress']:.1f}% of model-steps (lease {report['lease_s']:g} s)"]
+  for r in report["groups"]:
+    line = f"  {r['id']:28s} {r['models']:3d} models  {r['state']:8s}"
+    if r["state"] in ("running", "stale"):
+      rate = f"{r['steps_per_s']:.1f} steps/s" if r.get("steps_per_s") else "- steps/s"
+      line += (f" step {r.get('step') if r.get('step') is not None else '-'}/{r['steps']}  "
+               f"{rate}  ETA {_dur(r.get('eta_s'))}  {r.get('host')} pid {r.get('pid')} "
+               f"({r.get('holder')}), heartbeat {r['lease_age_s']:.0f} s ago")
+    elif r["state"] == "pending" and r.get("checkpoint_step"):
+      line += f" resumes from step {r['checkpoint_step']}"
+    lines.append(line)
+  return "\n".join(lines)
