@@ -1,5 +1,9 @@
-"""A real single-node SLURM cluster runs a smoke sweep as a job array to completion, and a
-task requeued mid-training resumes and finishes with the results of an uninterrupted run."""
+"""A real single-node SLURM cluster runs a smoke sweep as a job array to completion; a task
+sent USR2 mid-training checkpoints at that step within seconds, is requeued by submitit,
+resumes from that step, and the merged results equal an uninterrupted run."""
+import contextlib
+import glob
+import json
 import os
 import subprocess
 import sys
@@ -28,27 +32,63 @@ def checkpoint_steps(workdir):
   return steps
 
 
-def test_job_array_with_a_requeue_matches_one_process(cluster, reference_run, tmp_path):
+def release_held_jobs(env):
+  """SLURM holds a requeued job back for a while (BeginTime); let it start again now."""
+  pending = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i"], env=env,
+                           capture_output=True, text=True).stdout.split()
+  for job in pending:
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env,
+                   capture_output=True)
+
+
+def lease_steps(workdir):
+  out = []
+  for path in glob.glob(os.path.join(workdir, "leases", "*.*")):
+    if ".tmp-" not in path:
+      with contextlib.suppress(OSError, ValueError):
+        rec = json.load(open(path))
+        if not rec.get("released") and rec.get("step"):
+          out.append(rec["step"])
+  return out
+
+
+def test_usr2_mid_group_saves_that_step_and_the_requeued_task_resumes_it(
+    cluster, reference_run, tmp_path):
+  """No periodic checkpoint (checkpoint_every = steps): every checkpoint on disk comes
+  from the USR2 (submitit's timeout/preemption warning) sent mid-training."""
   ref, _ = reference_run
   work = tmp_path / "w"
   env = dict(cluster.env, WANDB_MODE="disabled", PYTHONPATH=ROOT)
-  args = [a for a in SPLIT_SMOKE if a != "--no-progress"]
+  args = [a for a in SPLIT_SMOKE if a != "--no-progress"] + ["--config.checkpoint_every=180"]
   p = subprocess.Popen([sys.executable, "launch/slurm.py", *args, "--workdir", str(work),
                         "--wait", "--timeout-min", "30"], cwd=ROOT, env=env, text=True,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   deadline = time.time() + 600
-  while max(checkpoint_steps(work) or [0]) < 60:  # a task is mid-training: requeue it
+  while not lease_steps(work):  # a task has started training (its first dispatch drained)
     assert p.poll() is None and time.time() < deadline, p.communicate()
-    time.sleep(0.3)
-  jobs = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], env=cluster.env,
-                        capture_output=True, text=True).stdout.split()
-  assert jobs
-  subprocess.run(["scontrol", "requeue", jobs[0]], env=cluster.env, check=True)
-  # SLURM holds a requeued job back for a while (BeginTime); let it start again now.
-  subprocess.run(["scontrol", "update", f"JobId={jobs[0]}", "StartTime=now"],
-                 env=cluster.env, capture_output=True)
-  out, err = p.communicate(timeout=900)
+    time.sleep(0.05)
+  running = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], env=cluster.env,
+                           capture_output=True, text=True).stdout.split()
+  assert running
+  t0 = time.time()
+  for job in running:
+    subprocess.run(["scancel", "--signal=USR2", job], env=cluster.env, check=True)
+  while not checkpoint_steps(work):
+    assert time.time() - t0 < 30, "no checkpoint within 30 s of USR2"
+    time.sleep(0.05)
+  latency = time.time() - t0
+  saved = set(checkpoint_steps(work))
+  assert saved and all(0 < s < 180 for s in saved), saved
+  while p.poll() is None:
+    release_held_jobs(cluster.env)
+    assert time.time() < deadline + 600
+    time.sleep(1)
+  out, err = p.communicate()
   assert p.returncode == 0, (out, err[-3000:])
   assert "array of 2 tasks" in out and "report:" in out
+  logs = "".join(open(f).read() for f in glob.glob(str(work / "slurm" / "*" / "*.err")))
+  for s in saved:
+    assert f"resumes from its step-{s} checkpoint" in logs, (s, logs[-3000:])
+  print(f"USR2 -> checkpoint at steps {sorted(saved)} in {latency:.1f} s")
   assert read_rows(work) == read_rows(ref)
   assert (work / "report.md").exists()

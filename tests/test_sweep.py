@@ -2,6 +2,7 @@
 bad configs refused in one line before compiling, a workdir never overwritten."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,10 @@ def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path, reference_run):
   for name in ("fits.json", "report.md", "config.json"):
     assert (ref / name).exists(), name
   runs = [d for d in os.listdir(ref / "wandb") if d.startswith("offline-run-")]
-  assert len({d.rsplit("-", 1)[-1] for d in runs}) == n_models + 1  # + the summary run
+  # one run id per model + the summary run (a run logged several times, live at each
+  # checkpoint, has several offline directories: offline-run-DATE_TIME-ID[-k])
+  ids = {re.match(r"offline-run-\d{8}_\d{6}-([0-9a-f]{16})", d).group(1) for d in runs}
+  assert len(ids) == n_models + 1
   fits = json.loads((ref / "fits.json").read_text())
   best = fits["fits"]["depth_vs_log2_nstar"]["best"]
   assert len(best["points"]) == len(c.grid.depth)  # the fit is of these rows

@@ -20,6 +20,7 @@ import time
 import uuid
 
 DIR = "leases"
+PROGRESS_S = 1.0  # most frequent progress write of a lease (step, steps/s)
 
 
 class LeaseLost(Exception):
@@ -85,6 +86,7 @@ class Lease:
     self._lock = threading.Lock()
     self._stop = threading.Event()
     self._thread: threading.Thread | None = None
+    self._written = 0.0
 
   @property
   def path(self) -> str:
@@ -113,6 +115,7 @@ class Lease:
     return True
 
   def _write(self) -> None:
+    self._written = time.time()
     tmp = f"{self.path}.tmp-{self.owner}"
     with open(tmp, "w") as f:
       json.dump(self.record, f)
@@ -131,9 +134,14 @@ class Lease:
       self._write()
 
   def update(self, step: int, total_steps: int, steps_per_s: float | None) -> None:
-    """Progress shown by `depthscale status` (written with the next heartbeat)."""
+    """Progress shown by `depthscale status`: written at once the first time, then at
+    most every PROGRESS_S seconds (and with every heartbeat)."""
     with self._lock:
+      first = self.record.get("step") is None
       self.record.update(step=step, total_steps=total_steps, steps_per_s=steps_per_s)
+      if (first or time.time() - self._written >= PROGRESS_S) and self.held():
+        self.record["heartbeat"] = time.time()
+        self._write()
 
   def start(self) -> "Lease":
     """Renew the heartbeat every lease_s / 4 in a daemon thread until released (a stopped

@@ -179,7 +179,8 @@ def pull(workdir, c, order, stop, exit_when_idle, poll_s):
       waiting = True
     for _ in range(max(1, int(poll_s / 0.2))):
       if stop.set:
-        raise SystemExit(0)
+        print("depthscale: stopped while waiting; nothing to save", file=sys.stderr)
+        stop.hand_over()
       time.sleep(0.2)
 
 
