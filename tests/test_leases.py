@@ -117,3 +117,20 @@ def test_status_shows_done_running_stale_and_pending(tmp_path):
                            "pending": len(groups) - 3}
   text = status.format_status(rep)
   assert "1 done, 1 running, 1 stale" in text and "ETA" in text and "resumes from step 60" in text
+
+
+def test_a_dead_holder_on_this_host_is_stale_at_once(tmp_path):
+  """kill -9, then rerun on the same host: no wait for lease_s."""
+  import subprocess
+  import sys
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+  a = Lease(str(tmp_path), "g", lease_s=600)
+  assert a.acquire()
+  rec = json.load(open(a.path))
+  rec["pid"] = child.pid
+  json.dump(rec, open(a.path, "w"))
+  assert not Lease(str(tmp_path), "g", lease_s=600).acquire()  # alive: held
+  child.kill()
+  child.wait()
+  b = Lease(str(tmp_path), "g", lease_s=600)
+  assert b.acquire() and b.took_over["pid"] == child.pid

@@ -62,10 +62,27 @@ def latest(workdir: str, group_id: str) -> tuple[int, dict | None]:
   return g, _read(os.path.join(workdir, DIR, f"{group_id}.{g}"))
 
 
+def dead_here(record: dict) -> bool:
+  """True if the holder ran on this host and its process is gone (a kill -9 rerun need not
+  wait lease_s). Other hosts' holders are judged by their heartbeat alone."""
+  if record.get("host") != socket.gethostname() or not record.get("pid"):
+    return False
+  try:
+    os.kill(record["pid"], 0)
+  except ProcessLookupError:
+    return True
+  except PermissionError:  # alive, another user's
+    return False
+  return False
+
+
 def state(record: dict | None, lease_s: float, now: float | None = None) -> str:
-  """'free' (never leased or released), 'held' (heartbeat fresh) or 'stale'."""
+  """'free' (never leased or released), 'held' (heartbeat fresh) or 'stale' (heartbeat
+  older than lease_s, or its holder's process on this host is gone)."""
   if record is None or record.get("released"):
     return "free"
+  if dead_here(record):
+    return "stale"
   now = time.time() if now is None else now
   # a record still being written (no heartbeat yet) counts as just created: held
   age = now - record.get("heartbeat", now)

@@ -18,7 +18,7 @@ import time
 
 from depthscale import config as config_lib
 from depthscale.core import train
-from depthscale.io import results, trackers
+from depthscale.io import leases, results, trackers
 from depthscale.io.leases import Lease, LeaseLost
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import grid, plan
@@ -165,9 +165,10 @@ def pull(workdir, c, order, stop, exit_when_idle, poll_s):
           continue
         if lease.took_over is not None:
           old = lease.took_over
-          print(f"depthscale: group {g.id}: lease of {old.get('owner')} on "
-                f"{old.get('host')} lapsed (no heartbeat for {c.lease_s:g} s); taking it over",
-                file=sys.stderr)
+          why = (f"its process {old.get('pid')} is gone" if leases.dead_here(old)
+                 else f"no heartbeat for {c.lease_s:g} s")
+          print(f"depthscale: group {g.id}: the lease of {old.get('owner')} on "
+                f"{old.get('host')} lapsed ({why}); taking it over", file=sys.stderr)
         return g, lease
     if exit_when_idle:
       print(f"depthscale: {len(left)} groups left, all held by other workers; exiting "
