@@ -109,6 +109,11 @@ BAD = {
     "override of an unknown field": ["plan", "--config", "experiments/quickstart.py:smoke",
                                      "--config.train.nope=1"],
     "report of a missing workdir": ["report", "/nonexistent/workdir"],
+    "bad --devices": ["run", "--config", "experiments/quickstart.py:smoke", "--workdir",
+                      "/nonexistent/w", "--devices", "0,x"],
+    "repeated --devices": ["run", "--config", "experiments/quickstart.py:smoke", "--workdir",
+                           "/nonexistent/w", "--devices", "1,1"],
+    "status of a non-workdir": ["status", "/nonexistent/workdir"],
 }
 
 

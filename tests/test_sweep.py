@@ -86,19 +86,6 @@ def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path, reference_run):
     assert a["curves"] == b["curves"] and a["per_position_acc"] == b["per_position_acc"]
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
-  p = cli("run", "--config", SMOKE, "--workdir", str(tmp_path / "w"))
-  deadline = time.time() + 300
-  while max(checkpoint_steps(tmp_path / "w") or [0]) < 60 and p.poll() is None:
-    assert time.time() < deadline
-    time.sleep(0.2)
-  p.send_signal(signal.SIGTERM)
-  _, err = p.communicate(timeout=120)
-  assert p.returncode == 0, err[-2000:]
-  assert "Rerun the same command to resume" in err
-  assert not (tmp_path / "w" / "results.csv").exists()
-
-
 BAD = [("--config.grid.depth=[0, 2]", "grid.depth"),
        ("--config.grid.width=[31]", "grid.width"),
        ("--config.task=nope", "task"),

@@ -87,16 +87,6 @@ def memory_bytes(g: Group, seq: int, batch: int, mlp_ratio=4, vocab=0, out_dim=0
   return len(g.cells) * 4 * (4 * params + acts)
 
 
-def assign(groups: list[Group], workers: int, cost) -> list[list[Group]]:
-  """Balance groups over `workers` by cost (longest first onto the least loaded)."""
-  loads, shares = [0.0] * workers, [[] for _ in range(workers)]
-  for g in sorted(groups, key=cost, reverse=True):
-    w = loads.index(min(loads))
-    loads[w] += cost(g)
-    shares[w].append(g)
-  return [sorted(s, key=groups.index) for s in shares]
-
-
 def cost_fn(task, c, out_dim=0):
   """Seconds a group is expected to take (the planner's cost model)."""
   def cost(g: Group) -> float:
