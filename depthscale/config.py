@@ -39,12 +39,30 @@ def defaults() -> ml_collections.ConfigDict:
   # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
   c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))
   c.plan = ml_collections.ConfigDict(dict(strategy="auto", max_models_per_group=64,
-                                          gflops=20.0, compile_s=20.0))
+                                          gflops=20.0, compile_s=20.0, device_memory_gb=0.0))
+  # device_memory_gb > 0: groups are split so that each fits (the planner's estimate)
   c.checkpoint_every = 500
   c.lease_s = 300.0  # a group whose worker sent no heartbeat for this long may be taken over
   c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
   c.paper_fit = ml_collections.ConfigDict()
   return c
+
+
+def study_args(arg: str | None, valid: tuple[str, ...],
+               exclusive: tuple[tuple[str, ...], ...] = ()) -> set[str]:
+  """The arguments of `--config file.py:a,b` as a set, each checked against the study's
+  `valid` ones; at most one of each `exclusive` tuple. One-line ConfigError otherwise."""
+  args = [a.strip() for a in (arg or "").split(",") if a.strip()]
+  for a in args:
+    if a not in valid:
+      raise ConfigError(f"unknown study argument {a!r}; valid: {', '.join(valid)} "
+                        "(comma-separated)")
+  for group in exclusive:
+    both = [a for a in group if a in args]
+    if len(both) > 1:
+      raise ConfigError(f"study arguments {' and '.join(both)} contradict each other; "
+                        "give one")
+  return set(args)
 
 
 def smoke(c: ml_collections.ConfigDict, length: int = 16, depths=(1, 2, 3),
@@ -80,6 +98,8 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
     raise ConfigError(f"--config: {path} has no get_config(arg=None)")
   try:
     user = mod.get_config(arg or None)
+  except ConfigError as e:  # a study's own check (e.g. of its arguments)
+    raise ConfigError(f"--config {spec}: {e}") from None
   except Exception as e:  # the user's study code: report in one line
     raise ConfigError(f"--config: {spec}: get_config failed: {type(e).__name__}: {e}") from None
   c = defaults()
@@ -111,8 +131,13 @@ def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
                         f"sub-fields; write --config.{field}=VALUE")
   if parts[-1] not in node:
     raise ConfigError(f"--config.{key}: unknown field; valid: {', '.join(sorted(node.keys()))}")
+  old = node[parts[-1]]
   with node.unlocked() if hasattr(node, "unlocked") else contextlib.nullcontext():
-    node[parts[-1]] = value
+    try:
+      node[parts[-1]] = value
+    except (TypeError, ValueError):  # ml_collections refuses a value of another type
+      raise ConfigError(f"--config.{key}: {raw!r} is not of type {type(old).__name__}, like its "
+                        f"default {old!r}") from None
 
 
 def _ints(c, field, lo=1):
@@ -194,7 +219,11 @@ def validate(c: ml_collections.ConfigDict):
   if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
     raise ConfigError(f"lease_s: {lease!r} is not a number of seconds > 0")
   _num(c, "eval.size", 1, integer=True)
-  _num(c, "eval.threshold", 0.0, strict=True)
+  for field in ("eval.threshold", "train.advance_at"):
+    v = _num(c, field, 0.0, strict=True)
+    if v > 1:
+      raise ConfigError(f"{field}: {v!r} is an accuracy; give a number in (0, 1]")
+  _num(c, "plan.device_memory_gb", 0.0)
   if c.plan.strategy not in ("auto", "bucket", "pad"):
     raise ConfigError(f"plan.strategy: {c.plan.strategy!r}; valid: auto, bucket, pad")
   _num(c, "plan.max_models_per_group", 1, integer=True)

@@ -9,6 +9,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
+  args = config.study_args(arg, ("smoke",))
   c = config.defaults()
   c.name = "a5_depth"
   c.task, c.task_options = "word_problem", {"group": "A5"}
@@ -20,4 +21,4 @@ def get_config(arg=None):
   c.checkpoint_every = 20_000
   c.paper_fit.update(dict(kind="depth", slope=4.8, intercept=-15.8, r2=0.93,
                           source="Merrill & Sabharwal 2025, depth sweep at width 512"))
-  return config.smoke(c) if arg == "smoke" else c
+  return config.smoke(c) if "smoke" in args else c

@@ -8,6 +8,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
+  args = config.study_args(arg, ("smoke",))
   c = config.defaults()
   c.name = "a5_width"
   c.task, c.task_options = "word_problem", {"group": "A5"}
@@ -19,7 +20,7 @@ def get_config(arg=None):
   c.checkpoint_every = 20_000
   c.paper_fit.update(dict(kind="width", slope=7.2, intercept=-41.7, r2=0.98,
                           source="Merrill & Sabharwal 2025, width sweep at depth 6"))
-  if arg == "smoke":
+  if "smoke" in args:
     c = config.smoke(c, depths=(1, 2))
     c.grid.width = [16, 32]
   return c

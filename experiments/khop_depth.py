@@ -9,6 +9,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
+  args = config.study_args(arg, ("smoke",))
   c = config.defaults()
   c.name = "khop_depth"
   c.task, c.task_options = "khop", {"k": None, "k_max": 16, "alphabet": 4}
@@ -18,4 +19,4 @@ def get_config(arg=None):
   c.train.update(dict(batch_size=32, steps=100_000, steps_per_call=1000, warmup=1000,
                       decay="linear", weight_decay=0.01))
   c.checkpoint_every = 10_000
-  return config.smoke(c, length=24) if arg == "smoke" else c
+  return config.smoke(c, length=24) if "smoke" in args else c

@@ -8,6 +8,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
+  args = config.study_args(arg, ("smoke",))
   c = config.defaults()
   c.name = "looped_a5"
   c.task, c.task_options = "word_problem", {"group": "A5"}
@@ -17,7 +18,7 @@ def get_config(arg=None):
   c.train.update(dict(batch_size=128, steps=400_000, steps_per_call=1000, warmup=1000,
                       weight_decay=0.01, curriculum="adaptive"))
   c.checkpoint_every = 20_000
-  if arg == "smoke":
+  if "smoke" in args:
     c = config.smoke(c, depths=(1,))
     c.grid.repeats = [1, 2, 4]
   return c

@@ -16,6 +16,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
+  args = config.study_args(arg, ("smoke",))
   c = config.defaults()
   c.name = "quickstart"
   c.task, c.task_options = "khop", {"k": None, "k_max": 4, "alphabet": 4}
@@ -26,7 +27,7 @@ def get_config(arg=None):
                       weight_decay=0.01))
   c.checkpoint_every = 1000
   c.plan.strategy = "pad"
-  if arg == "smoke":
+  if "smoke" in args:
     c = config.smoke(c, length=16, depths=(1, 2, 3))
   return c
 

@@ -8,7 +8,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
-  args = set((arg or "").split(","))
+  args = config.study_args(arg, ("cycles", "smoke"))
   c = config.defaults()
   family = "cycles" if "cycles" in args else "random"
   c.name = f"reachability_{family}_depth"

@@ -10,7 +10,7 @@ from depthscale import config
 
 
 def get_config(arg=None):
-  args = set((arg or "ic").split(","))
+  args = config.study_args(arg, ("ic", "nonic", "smoke"), exclusive=(("ic", "nonic"),))
   ic = "nonic" not in args
   c = config.defaults()
   c.name = "retrieval_ic" if ic else "retrieval_nonic"

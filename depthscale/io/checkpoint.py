@@ -5,15 +5,20 @@ so a kill -9 at any moment leaves the previous checkpoint intact. A latest check
 that fails to restore is reported and the one before it is used.
 Each process checkpoints its own groups alone (active_processes = itself), from host
 copies of the state, so several JAX processes never wait on each other here.
-Imports orbax only; knows nothing of models or sweeps.
+A save that fails for want of space (ENOSPC, EDQUOT) is a UserError naming the kept
+checkpoint: the half-written one stays a temporary directory that restores skip.
+Imports orbax and depthscale.errors only; knows nothing of models or sweeps.
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
 import jax
 import orbax.checkpoint as ocp
+
+from depthscale.errors import UserError
 
 
 class GroupCheckpoints:
@@ -29,8 +34,17 @@ class GroupCheckpoints:
             multiprocessing_options=alone))
 
   def save(self, step: int, tree) -> None:
-    self.manager.save(step, args=ocp.args.StandardSave(jax.device_get(tree)))
-    self.manager.wait_until_finished()
+    try:
+      self.manager.save(step, args=ocp.args.StandardSave(jax.device_get(tree)))
+      self.manager.wait_until_finished()
+    except OSError as e:
+      if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        raise
+      kept = self.manager.latest_step()
+      raise UserError(
+          f"{os.strerror(e.errno)} while saving the step-{step} checkpoint in "
+          f"{self.manager.directory}; the step-{kept} checkpoint is kept. Free space and "
+          "rerun the same command to resume from it") from None
 
   def restore_latest(self, like):
     """(step, tree) of the newest checkpoint that restores, or (None, None)."""

@@ -18,6 +18,7 @@ from matplotlib import cm, colors, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from depthscale.io import results
 from depthscale.report import fits
 
 MODEL_COLS = ("task", "depth", "width", "heads", "lr", "length", "repeats", "seed", "n_star",
@@ -58,7 +59,8 @@ def load_workdir(workdir: str) -> dict:
   config = load(cfg_path) if os.path.exists(cfg_path) else {}
   groups = []
   for path in sorted(glob.glob(os.path.join(workdir, "groups", "*.json"))):
-    groups.append({**load(path), "id": os.path.splitext(os.path.basename(path))[0]})
+    groups.append({**results.read_group(path),
+                   "id": os.path.splitext(os.path.basename(path))[0]})
   csv_path, csv_rows = os.path.join(workdir, "results.csv"), None
   if os.path.exists(csv_path):
     with open(csv_path, newline="") as f:

@@ -83,18 +83,29 @@ def worker_jax(args) -> None:
   together. Independent workers never call it (they share no fate)."""
   import jax
   if args.num_processes > 1:
-    if not 0 <= args.process_id < args.num_processes or not args.coordinator:
-      raise UserError("--num-processes > 1 needs --coordinator HOST:PORT and "
-                      "0 <= --process-id < --num-processes")
     jax.distributed.initialize(coordinator_address=args.coordinator,
                                num_processes=args.num_processes, process_id=args.process_id)
+
+
+def check_worker_flags(args) -> None:
+  if args.num_processes < 1:
+    raise UserError(f"--num-processes {args.num_processes}: give a count >= 1")
+  if args.num_processes > 1 and (not args.coordinator or
+                                 not 0 <= args.process_id < args.num_processes):
+    raise UserError("--num-processes > 1 needs --coordinator HOST:PORT and "
+                    "0 <= --process-id < --num-processes")
+  if args.num_processes == 1 and (args.coordinator or args.process_id):
+    raise UserError("--coordinator and --process-id need --num-processes > 1 (a TPU pod "
+                    "slice); independent workers need neither")
 
 
 def cmd_run(args, extras) -> int:
   from depthscale.sweep import runner
   c = _load(args, extras)
   ids = parse_devices(args.devices)
+  check_worker_flags(args)
   runner.planned(c)  # validate before starting anything
+  runner.check_workdir(args.workdir)
   if ids is not None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))  # before JAX starts
   runner.reproducible_xla()  # before JAX starts its backends (XLA_FLAGS)

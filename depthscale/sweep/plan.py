@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from depthscale.config import ConfigError
 from depthscale.sweep.grid import Cell
 
 
@@ -55,8 +56,29 @@ def _chunks(cells, size):
   return [tuple(cells[i:i + size]) for i in range(0, len(cells), size)]
 
 
-def make_plan(cells: list[Cell], c, seq_len, out_dim=0) -> list[Group]:
-  """Groups for `cells`; `seq_len(length)` gives the task's positions per example."""
+def fit_memory(groups: list[Group], limit_bytes: float, seq: int, c, vocab=0, out_dim=0):
+  """Groups split (evenly, in order) until each one's memory estimate fits the limit; a
+  one-line ConfigError if a single model cannot fit."""
+  out = []
+  for g in groups:
+    mem = lambda cells: memory_bytes(Group(tuple(cells), g.length), seq, c.train.batch_size,
+                                     c.model.mlp_ratio, vocab, out_dim)
+    parts = 1
+    while mem(g.cells[:-(-len(g.cells) // parts)]) > limit_bytes:
+      if parts == len(g.cells):
+        one = max(mem((x,)) for x in g.cells)
+        raise ConfigError(
+            f"plan.device_memory_gb={c.plan.device_memory_gb:g}: one model of length "
+            f"{g.length} needs ~{one / 2**30:.2f} GB (planner's estimate); raise the limit, "
+            "or lower train.batch_size or the model's size")
+      parts += 1
+    out.extend(Group(ch, g.length) for ch in _chunks(g.cells, -(-len(g.cells) // parts)))
+  return out
+
+
+def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0) -> list[Group]:
+  """Groups for `cells`; `seq_len(length)` gives the task's positions per example. With
+  plan.device_memory_gb > 0, groups are split to fit it (the estimate of memory_bytes)."""
   cap, steps, batch = c.plan.max_models_per_group, c.train.steps, c.train.batch_size
   secs_per_flop = 1.0 / (c.plan.gflops * 1e9)
   groups = []
@@ -73,7 +95,10 @@ def make_plan(cells: list[Cell], c, seq_len, out_dim=0) -> list[Group]:
       cost = lambda gs: sum(group_cost(g, seq, batch, steps, c.model.mlp_ratio, out_dim)[0]
                             * secs_per_flop + c.plan.compile_s for g in gs)
       strategy = "pad" if cost(pad) <= cost(bucket) else "bucket"
-    groups.extend(pad if strategy == "pad" else bucket)
+    chosen = pad if strategy == "pad" else bucket
+    if c.plan.get("device_memory_gb", 0):
+      chosen = fit_memory(chosen, c.plan.device_memory_gb * 2**30, seq, c, vocab, out_dim)
+    groups.extend(chosen)
   return groups
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 
 from depthscale import config as config_lib
@@ -48,6 +49,26 @@ def reproducible_xla() -> None:
 def identity(c) -> dict:
   d = json.loads(c.to_json_best_effort())
   return {k: v for k, v in d.items() if k not in NON_IDENTITY}
+
+
+def check_workdir(workdir: str) -> None:
+  """A one-line UserError unless `workdir` is (or can be created as) a writable
+  directory whose results files all read; writes nothing that stays."""
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise config_lib.ConfigError(f"--workdir {workdir!r} is a file; give a directory")
+  parent = os.path.abspath(workdir)
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise config_lib.ConfigError(f"--workdir {workdir!r}: {parent!r} is a file; give a "
+                                 "directory path")
+  try:
+    os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".depthscale-check-"))
+  except OSError as e:
+    raise config_lib.ConfigError(f"--workdir {workdir!r}: cannot write in {parent!r} "
+                                 f"({e.strerror}); choose another --workdir") from None
+  if os.path.isdir(workdir):
+    results.read_groups(workdir)  # corrupt or foreign group files: refuse now
 
 
 def prepare_workdir(c, workdir: str) -> None:
@@ -105,7 +126,8 @@ class StopFlag:
 def planned(c):
   task = config_lib.validate(c)
   cells = grid.cells(c)
-  return task, plan.make_plan(cells, c, task.seq_len, task.output_dim(max(c.grid.length)))
+  return task, plan.make_plan(cells, c, task.seq_len, task.output_dim(max(c.grid.length)),
+                              task.input_vocab or 0)
 
 
 def log_group(tracker, rows, res):
@@ -190,6 +212,7 @@ def run(c, workdir: str, progress: bool = True, report=True, signals=True, devic
   """Pull and train groups until every group of the study is finished; returns all rows
   in the workdir. `signals=False` installs no handlers (the caller handles stops)."""
   task, groups = planned(c)
+  check_workdir(workdir)
   reproducible_xla()
   if c.model.dtype == "float64":
     import jax

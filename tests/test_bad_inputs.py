@@ -1,0 +1,162 @@
+"""Every bad input is refused in one line that names what to change, with exit status 2,
+before anything compiles, and with the workdir unchanged (one table, one row per kind).
+
+Each row runs `depthscale run` in-process; a listener on JAX's backend-compile event
+counts compilations, and the training entry point is replaced by one that fails the test,
+so a row that were accepted could not start a run.
+"""
+import os
+
+import jax.monitoring
+import pytest
+
+from depthscale import cli, config
+from depthscale.sweep import runner
+
+COMPILES = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, _secs, **_: COMPILES.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+
+SMOKE = "experiments/quickstart.py:smoke"
+
+
+def bad_config_file(body):
+  def setup(tmp_path, _mp):
+    path = tmp_path / "study.py"
+    path.write_text(body)
+    return {"config": str(path)}
+  return setup
+
+
+def workdir_file(tmp_path, _mp):
+  (tmp_path / "w").write_text("not a directory\n")
+  return {}
+
+
+def workdir_unwritable(tmp_path, _mp):
+  if os.geteuid() == 0:  # root writes anywhere but in sysfs
+    return {"workdir": "/sys/depthscale-workdir"}
+  locked = tmp_path / "locked"
+  locked.mkdir(mode=0o500)
+  return {"workdir": str(locked / "w")}
+
+
+def workdir_of_another_study(tmp_path, _mp):
+  runner.prepare_workdir(config.load("experiments/a5_depth.py:smoke"), str(tmp_path / "w"))
+  return {}
+
+
+def workdir_with_group_file(text):
+  def setup(tmp_path, _mp):
+    runner.prepare_workdir(config.load(SMOKE), str(tmp_path / "w"))
+    os.makedirs(tmp_path / "w" / "groups")
+    (tmp_path / "w" / "groups" / "n16-6m-0123456789.json").write_text(text)
+    return {}
+  return setup
+
+
+def cuda_visible(_tmp_path, mp):
+  mp.setenv("CUDA_VISIBLE_DEVICES", "0")
+  return {}
+
+
+# (name, extra arguments, words the one-line error must contain, optional setup)
+ROWS = [
+    ("unknown study argument", [], ["'smok'", "valid: smoke"],
+     lambda *_: {"config": "experiments/a5_depth.py:smok"}),
+    ("contradicting study arguments", [], ["ic and nonic", "contradict"],
+     lambda *_: {"config": "experiments/retrieval_layers.py:ic,nonic,smoke"}),
+    ("unknown field", ["--config.train.nope=1"], ["train.nope", "unknown field", "valid"]),
+    ("override into a plain field", ["--config.task.name=x"], ["task is a plain field"]),
+    ("wrong type", ["--config.train.steps=abc"], ["train.steps", "not of type int"]),
+    ("wrong type in a list", ["--config.grid.lr=['fast']"], ["grid.lr", "positive"]),
+    ("depth 0", ["--config.grid.depth=[0, 2]"], ["grid.depth", ">= 1"]),
+    ("negative steps", ["--config.train.steps=-5"], ["train.steps"]),
+    ("batch 0", ["--config.train.batch_size=0"], ["train.batch_size"]),
+    ("threshold 0", ["--config.eval.threshold=0"], ["eval.threshold"]),
+    ("threshold above 1", ["--config.eval.threshold=1.5"], ["eval.threshold", "(0, 1]"]),
+    ("lr 0", ["--config.grid.lr=[0]"], ["grid.lr"]),
+    ("negative lr", ["--config.grid.lr=[-0.001]"], ["grid.lr"]),
+    ("width not divisible by heads", ["--config.grid.width=[31]"], ["grid.width", "divisible"]),
+    ("empty grid axis", ["--config.grid.seed=[]"], ["grid.seed", "non-empty"]),
+    ("length the task cannot sample", ["--config.grid.length=[0]"], ["grid.length"]),
+    ("steps not a multiple of steps_per_call", ["--config.train.steps=150"],
+     ["train.steps", "steps_per_call"]),
+    ("checkpoint_every not a multiple", ["--config.checkpoint_every=70"],
+     ["checkpoint_every", "multiple"]),
+    ("fixed curriculum without stages", ["--config.train.curriculum=fixed",
+                                         "--config.train.steps_per_stage=0"],
+     ["train.steps_per_stage"]),
+    ("curriculum on a task without one", ["--config.train.curriculum=adaptive"],
+     ["curriculum", "prefix-consistent"],
+     lambda *_: {"config": "experiments/reachability_depth.py:smoke"}),
+    ("advance_at above 1", ["--config.train.advance_at=2"], ["train.advance_at", "(0, 1]"]),
+    ("unknown task option", ["--config.task_options.kk=1"], ["task_options.kk", "valid"]),
+    ("bad task option value", ["--config.task_options.alphabet=1"], ["alphabet"]),
+    ("config file missing", [], ["no such file"],
+     lambda *_: {"config": "experiments/nope.py"}),
+    ("config without get_config", [], ["has no get_config"],
+     bad_config_file("X = 1\n")),
+    ("config that raises", [], ["get_config failed", "RuntimeError", "boom"],
+     bad_config_file("def get_config(arg=None):\n  raise RuntimeError('boom')\n")),
+    ("workdir is a file", [], ["is a file"], workdir_file),
+    ("workdir not writable", [], ["cannot write"], workdir_unwritable),
+    ("workdir holds another study", [], ["different study"], workdir_of_another_study),
+    ("corrupt group results", [], ["is corrupt", "move it aside"],
+     workdir_with_group_file('{"rows": [{"n_star": 3')),
+    ("group results of another version", [], ["another version of depthscale"],
+     workdir_with_group_file('{"rows": [], "curves": {}, "per_position_acc": []}')),
+    ("group larger than the device memory limit", ["--config.plan.device_memory_gb=0.00001"],
+     ["plan.device_memory_gb", "GB"]),
+    ("unknown command-line option", ["--frobnicate"], ["--frobnicate"]),
+    ("coordinator without processes", ["--coordinator", "localhost:1234"],
+     ["--num-processes"]),
+    ("--devices and CUDA_VISIBLE_DEVICES", ["--devices", "0"],
+     ["--devices", "CUDA_VISIBLE_DEVICES"], cuda_visible),
+    ("bad --devices", ["--devices", "0,x"], ["--devices"]),
+    ("unknown model.pos", ["--config.model.pos=alibi"], ["model.pos", "valid"]),
+    ("lease_s 0", ["--config.lease_s=0"], ["lease_s"]),
+]
+
+
+def snapshot(path):
+  if not os.path.exists(path):
+    return None
+  if os.path.isfile(path):
+    return open(path, "rb").read()
+  return {os.path.join(r, f): open(os.path.join(r, f), "rb").read()
+          for r, _, files in os.walk(path) for f in files} | {"dirs": sorted(
+              os.path.join(r, d) for r, ds, _ in os.walk(path) for d in ds)}
+
+
+def test_at_least_25_kinds_and_the_compile_counter_counts():
+  assert len(ROWS) >= 25 and len({r[0] for r in ROWS}) == len(ROWS)
+  import jax
+  n = len(COMPILES)
+  jax.jit(lambda x: x * 3 + 1)(jax.numpy.arange(7.0))
+  assert len(COMPILES) > n  # the "nothing compiled" check below can fail
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_is_refused_in_one_line_before_anything(row, tmp_path, monkeypatch, capsys):
+  name, extra, words = row[:3]
+  setup = row[3] if len(row) > 3 else (lambda *_: {})
+  monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+  got = {"config": SMOKE, "workdir": str(tmp_path / "w"), **setup(tmp_path, monkeypatch)}
+
+  def no_training(*_a, **_k):
+    raise AssertionError(f"{name}: accepted, training started")
+  monkeypatch.setattr(runner, "train_group", no_training)
+  before, compiles = snapshot(got["workdir"]), len(COMPILES)
+  capsys.readouterr()
+  rc = cli.main(["run", "--config", got["config"], "--workdir", got["workdir"], "--no-progress",
+                 *extra])
+  out, err = capsys.readouterr()
+  assert rc == 2, (name, err)
+  lines = err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), err
+  for w in words:
+    assert w in lines[0], (name, w, lines[0])
+  assert snapshot(got["workdir"]) == before, name  # nothing written or removed
+  assert len(COMPILES) == compiles, name  # nothing compiled
