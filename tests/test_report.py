@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from depthscale.io import results
-
 from depthscale.report import all_fits, build_report, settings
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
