@@ -16,10 +16,11 @@ from conftest import ROOT, read_rows
 from depthscale.io import leases
 
 SMOKE = "experiments/quickstart.py:smoke"
-# 6 groups of one model, float64 (results independent of rounding), checkpoints every 60
-# of 240 steps, leases lapsing after 4 s
+# 4 groups of one model (depths 1-2 x 2 seeds), float64 (results independent of rounding),
+# checkpoints every 60 of 240 steps, leases lapsing after 4 s
 ARGS = ["--config", SMOKE, "--no-progress", "--config.plan.max_models_per_group=1",
-        "--config.train.steps=240", "--config.model.dtype=float64", "--config.lease_s=4.0"]
+        "--config.grid.depth=[1, 2]", "--config.train.steps=240",
+        "--config.model.dtype=float64", "--config.lease_s=4.0"]
 
 
 def launch(workdir, *extra, wandb="disabled"):
@@ -106,11 +107,12 @@ def test_workers_take_over_frozen_and_killed_workers_groups(tmp_path):
 
 @pytest.mark.slow
 def test_a_stop_is_served_in_seconds_whatever_steps_per_call(tmp_path):
-  """One dispatch may hold all 600 steps (steps_per_call = steps = checkpoint_every):
+  """One dispatch may hold all 3000 steps (steps_per_call = steps = checkpoint_every):
   SIGTERM still saves the current step within seconds, and a rerun resumes there."""
   work = tmp_path / "w"
-  extra = ["--config.plan.max_models_per_group=6", "--config.train.steps=600",
-           "--config.train.steps_per_call=600", "--config.checkpoint_every=600",
+  extra = ["--config.plan.max_models_per_group=2", "--config.grid.depth=[2]",
+           "--config.train.steps=3000",
+           "--config.train.steps_per_call=3000", "--config.checkpoint_every=3000",
            "--config.model.dtype=float32"]
   p = launch(work, *extra)
   def training():
@@ -126,7 +128,7 @@ def test_a_stop_is_served_in_seconds_whatever_steps_per_call(tmp_path):
   assert latency < 30, latency
   saved = [int(d) for d in os.listdir(glob.glob(str(work / "checkpoints" / "*"))[0])
            if d.isdigit()]
-  assert saved and 0 < saved[0] < 600, saved
+  assert saved and 0 < saved[0] < 3000, saved
   assert "Rerun the same command to resume" in err
   p = launch(work, *extra)  # the rerun resumes there (then is stopped again)
   lines = []
