@@ -14,6 +14,7 @@ import time
 
 import ml_collections
 
+from depthscale import config
 from depthscale.errors import UserError
 from depthscale.io import leases, results
 
@@ -30,11 +31,12 @@ def status(workdir: str, now: float | None = None) -> dict:
   if not os.path.isfile(path):
     raise UserError(f"{workdir!r} is not a depthscale workdir (no config.json); give the "
                     "--workdir of a run")
-  with open(path) as f:
-    c = ml_collections.ConfigDict(json.load(f))
+  c = config.defaults()  # fields added since the workdir was made keep their defaults
+  with open(path) as f, c.unlocked():
+    c.update(ml_collections.ConfigDict(json.load(f)))
   _, groups = runner.planned(c)
   now = time.time() if now is None else now
-  lease_s = c.get("lease_s", 300.0)
+  lease_s = c.lease_s
   out = []
   for g in groups:
     row = dict(id=g.id, models=len(g.cells), steps=c.train.steps)
