@@ -38,10 +38,14 @@ def shared_root(tmp_path_factory):
 def compilation_cache_for_subprocesses(tmp_path_factory):
   """Every `depthscale` process a test starts shares one persistent XLA compilation
   cache: the many runs of the same smoke study compile each program once (measured:
-  a smoke run 29.6 s cold, 9.4 s warm, identical results). The test processes' own JAX
-  was configured at import and is unaffected."""
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = str(shared_root(tmp_path_factory) / "jax-cache")
+  a smoke run 29.6 s cold, 9.4 s warm, identical results). The test processes use it
+  too: a program compiled twice in one test (a reference and a variant of the same
+  shapes) or by both xdist workers is compiled once."""
+  cache = str(shared_root(tmp_path_factory) / "jax-cache")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  jax.config.update("jax_compilation_cache_dir", cache)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.fixture(scope="session")
