@@ -29,7 +29,8 @@ def defaults() -> ml_collections.ConfigDict:
   c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
                                           length=[16], repeats=[1]))
   c.model = ml_collections.ConfigDict(dict(heads=4, head_dim=0, mlp_ratio=4, pos="learned",
-                                           dtype="float32"))
+                                           dtype="float32", compute_dtype="float32",
+                                           attention="auto", remat="none"))
   # head_dim > 0: heads = width // head_dim for each width (else model.heads everywhere)
   c.train = ml_collections.ConfigDict(dict(
       batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,

@@ -32,6 +32,8 @@ class ModelConfig:
   dtype: str = "float32"         # parameters and activations (float64 needs jax_enable_x64)
   compute_dtype: str | None = None  # e.g. "bfloat16": matmuls and activations in it,
                                     # parameters, layer-norm statistics and outputs in dtype
+  attention: str = "einsum"      # einsum | dot_product (jax.nn.dot_product_attention) | auto
+  remat: str = "none"            # none | block (each layer recomputed in the backward pass)
 
   @property
   def head_dim(self) -> int:

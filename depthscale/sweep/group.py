@@ -36,14 +36,20 @@ class GroupResult:
   per_position_acc: np.ndarray     # [M, counted positions] held-out
 
 
-def build(task, specs, tcfg: train.TrainConfig, pos="learned", mlp_ratio=4, devices=None,
-          dtype="float32"):
+def model_config(task, specs, tcfg: train.TrainConfig, model: dict | None = None):
+  """The group's static ModelConfig: the specs' padded shape, the task's sizes and the
+  study's shared model options `model` (ModelConfig fields: pos, mlp_ratio, dtype,
+  compute_dtype, attention, remat)."""
+  return ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
+                               output_dim=task.output_dim(tcfg.length),
+                               vocab=task.input_vocab, input_dim=task.input_dim,
+                               **(model or {}))
+
+
+def build(task, specs, tcfg: train.TrainConfig, model: dict | None = None, devices=None):
   """The group's program inputs, with the models axis sharded over `devices` (all local
   devices by default; M must divide evenly, see `fill`)."""
-  cfg = ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
-                              output_dim=task.output_dim(tcfg.length), vocab=task.input_vocab,
-                              input_dim=task.input_dim, pos=pos, mlp_ratio=mlp_ratio,
-                              dtype=dtype)
+  cfg = model_config(task, specs, tcfg, model)
   state = train.init_state(ensemble.init_params(specs, cfg), tcfg)
   inputs = (state, train.stack_hparams(specs), ensemble.stack_arch(specs, cfg))
   devices = devices or jax.local_devices()
@@ -88,8 +94,8 @@ def next_dispatch(n: int, steps_per_s: float | None, k: int) -> int:
 
 
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
-                eval_size: int = 1000, threshold: float = 0.95, pos: str = "learned",
-                mlp_ratio: int = 4, dtype: str = "float32", progress: bool = True,
+                eval_size: int = 1000, threshold: float = 0.95, model: dict | None = None,
+                progress: bool = True,
                 desc: str = "group", devices=None,
                 checkpoints=None, checkpoint_every: int = 0,
                 should_stop=lambda: False, before_save=None, on_progress=None) -> GroupResult:
@@ -105,8 +111,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   n_real = len(specs)
   devices = devices or jax.local_devices()
   specs = fill(specs, len(devices))
-  cfg, state, hp, arch = build(task, specs, tcfg, pos, mlp_ratio, devices=devices,
-                               dtype=dtype)
+  cfg, state, hp, arch = build(task, specs, tcfg, model, devices=devices)
   m = len(specs)
   curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
   start = 0

@@ -76,7 +76,11 @@ def prepare_workdir(c, workdir: str) -> None:
   path = os.path.join(workdir, "config.json")
   if os.path.exists(path):
     with open(path) as f:
-      old = json.load(f)
+      saved = json.load(f)
+    old = config_lib.defaults()  # fields added since the workdir was made: their defaults
+    with old.unlocked():
+      old.update(saved)
+    old = json.loads(old.to_json_best_effort())
     new = json.loads(c.to_json_best_effort())
     diff = sorted(k for k in set(identity(c)) | {k for k in old if k not in NON_IDENTITY}
                   if old.get(k) != new.get(k))
@@ -95,6 +99,14 @@ def train_config(c, length: int) -> train.TrainConfig:
                            curriculum=t.curriculum, steps_per_stage=t.steps_per_stage,
                            advance_at=t.advance_at, decay=t.decay, clip_norm=t.clip_norm,
                            models_per_chunk=t.models_per_chunk)
+
+
+def model_options(c) -> dict:
+  """The study's model options shared by every group (ModelConfig fields)."""
+  m = c.model
+  return dict(pos=m.pos, mlp_ratio=m.mlp_ratio, dtype=m.dtype,
+              compute_dtype=None if m.compute_dtype == "float32" else m.compute_dtype,
+              attention=m.attention, remat=m.remat)
 
 
 class StopFlag:
@@ -240,8 +252,7 @@ def run(c, workdir: str, progress: bool = True, report=True, signals=True, devic
     try:
       res = train_group(task, g.specs, train_config(c, g.length),
                         steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
-                        threshold=c.eval.threshold, pos=c.model.pos,
-                        mlp_ratio=c.model.mlp_ratio, dtype=c.model.dtype,
+                        threshold=c.eval.threshold, model=model_options(c),
                         progress=progress, devices=devices,
                         desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
                         checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set,
