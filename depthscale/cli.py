@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from depthscale import bench, tasks
+from depthscale import bench, devices, tasks
 from depthscale.errors import UserError
 from depthscale.sweep import commands as sweep_commands
 
@@ -171,6 +171,41 @@ def cmd_bench(args, extras) -> int:
   return 0
 
 
+def format_devices(info: dict) -> list[str]:
+  """`depthscale devices` as lines: what JAX sees, the probe, the table's peak."""
+  memory = info["memory_bytes_per_device"]
+  lines = [f"platform: {info['platform']}", f"kind: {info['kind']}",
+           f"count: {info['count']} local device(s), {info['processes']} process(es)",
+           f"backend: {info['backend_version']}",
+           "memory per device: " + (f"{memory / 2**30:.1f} GiB ({info['memory_note']})"
+                                    if memory else info["memory_note"])]
+  dtype = info["dtype"]
+  if "matmul_peak_gflops" in info:
+    lines.append(f"matmul peak, measured ({dtype}, {info['probe_n']}x{info['probe_n']} "
+                 f"matrices on device 0): "
+                 f"{info['matmul_peak_gflops']:.1f} GFLOP/s")
+  table = info["table"]
+  if table is None:
+    lines.append(f"table: {info['kind']!r} is not in it (known: {', '.join(devices.TABLE)})")
+  elif info["table_peak_gflops"] is None:
+    lines.append(f"table: {table['name']}, no {dtype} peak")
+  else:
+    line = f"table: {table['name']}, {dtype} peak {info['table_peak_gflops']:.0f} GFLOP/s"
+    if "fraction_of_table_peak" in info:
+      line += f"; measured at {100 * info['fraction_of_table_peak']:.0f}% of it"
+    lines.append(line)
+  return lines
+
+
+def cmd_devices(args, extras) -> int:
+  info = devices.local(args.dtype, probe=not args.no_probe)
+  if args.json:
+    print(json.dumps(info, indent=2))
+  else:
+    print("\n".join(format_devices(info)))
+  return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
   """The command tree; later commands (plan, run, report) add a subparser each here."""
   parser = _Parser(prog=PROG, description="Train grids of small transformers at once.",
@@ -216,6 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
                             help="the models' compute dtype and the peak probe's (parameters "
                                  "stay float32); bfloat16 for the GPU target")
   bench_parser.set_defaults(handler=cmd_bench)
+
+  devices_parser = commands.add_parser(
+      "devices", help="what JAX sees here: platform, kind, count, memory, matmul peak",
+      allow_abbrev=False)
+  devices_parser.add_argument("--dtype", choices=devices.DTYPES, default="float32",
+                              help="the matmul probe's dtype (default float32, at the "
+                                   "precision runs use; bfloat16 for bf16 runs)")
+  devices_parser.add_argument("--no-probe", action="store_true",
+                              help="skip the matmul probe (seconds on a CPU)")
+  devices_parser.add_argument("--json", action="store_true",
+                              help="print one JSON object instead of lines")
+  devices_parser.set_defaults(handler=cmd_devices)
   sweep_commands.add_commands(commands)
   return parser
 

@@ -42,6 +42,7 @@ TABLE = {
                           ("TPU v5p", "TPU v5")),
 }
 CPU = "cpu"  # --device cpu: this machine's CPU, peak measured by the matmul probe
+DTYPES = ("float32", "bfloat16")  # what the probe and the table know
 
 
 def lookup(name: str) -> DeviceSpec | None:
@@ -63,6 +64,11 @@ def from_kind(device_kind: str) -> DeviceSpec | None:
   return None
 
 
+def probe_size(platform: str) -> int:
+  """The probe's matrix side: large enough to fill an accelerator, quick on a CPU."""
+  return 8192 if platform in ("gpu", "tpu") else 1024
+
+
 def matmul_peak_gflops(dtype: str = "float32", n: int | None = None, repeats: int = 10,
                        device=None) -> float:
   """Median GFLOP/s of a jitted [n, n] @ [n, n] (2 n^3 flops) on one device, in dtype, at
@@ -70,7 +76,7 @@ def matmul_peak_gflops(dtype: str = "float32", n: int | None = None, repeats: in
   import jax
   import jax.numpy as jnp
   device = device or jax.local_devices()[0]
-  n = n or (8192 if device.platform in ("gpu", "tpu") else 1024)
+  n = n or probe_size(device.platform)
   with jax.default_matmul_precision("highest"):
     a_NxN = jax.device_put(jax.random.normal(jax.random.key(0), (n, n), dtype), device)
     b_NxN = jax.device_put(jax.random.normal(jax.random.key(1), (n, n), dtype), device)
@@ -99,7 +105,10 @@ def host_memory_bytes() -> int:
 
 def local(dtype: str = "float32", probe: bool = True) -> dict:
   """What JAX sees on this host: platform, kind, count, memory per device, the table's
-  peak for it (if known) and, with `probe`, a measured matmul peak in dtype."""
+  peak for it (if known) and, with `probe`, a measured matmul peak in dtype (on the first
+  device, an [n, n] product with n = probe_n)."""
+  if dtype not in DTYPES:
+    raise UserError(f"--dtype {dtype!r}: the probe knows {', '.join(DTYPES)}")
   import jax
   devs = jax.local_devices()
   d0 = devs[0]
@@ -112,11 +121,14 @@ def local(dtype: str = "float32", probe: bool = True) -> dict:
                          f"host memory {host_memory_bytes() / 2**30:.1f} GiB shared by the "
                          f"{len(devs)} CPU devices"),
          "table": dataclasses.asdict(known) if known else None,
-         "dtype": dtype}
+         "dtype": dtype,
+         "table_peak_gflops": (known.peak_tflops[dtype] * 1e3
+                               if known and dtype in known.peak_tflops else None)}
   if probe:
-    out["matmul_peak_gflops"] = matmul_peak_gflops(dtype, device=d0)
-    if known and dtype in known.peak_tflops:
-      out["fraction_of_table_peak"] = out["matmul_peak_gflops"] / (known.peak_tflops[dtype] * 1e3)
+    out["probe_n"] = probe_size(d0.platform)
+    out["matmul_peak_gflops"] = matmul_peak_gflops(dtype, n=out["probe_n"], device=d0)
+    if out["table_peak_gflops"]:
+      out["fraction_of_table_peak"] = out["matmul_peak_gflops"] / out["table_peak_gflops"]
   return out
 
 
