@@ -40,8 +40,12 @@ def defaults() -> ml_collections.ConfigDict:
   # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
   c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))
   c.plan = ml_collections.ConfigDict(dict(strategy="auto", max_models_per_group=64,
-                                          gflops=20.0, compile_s=20.0, device_memory_gb=0.0))
-  # device_memory_gb > 0: groups are split so that each fits (the planner's estimate)
+                                          gflops=20.0, compile_s=20.0, device_memory_gb=0.0,
+                                          mfu=0.4))
+  # device_memory_gb > 0: each group's compiled program must fit it (else models_per_chunk,
+  # remat or a split, chosen by the plan); 0 = the device's own limit (none on a CPU).
+  # gflops: the CPU FLOP rate the `auto` strategy assumes; on a known accelerator its
+  # table peak x mfu is used (devices.py). compile_s: seconds per program it assumes.
   c.checkpoint_every = 500
   c.lease_s = 300.0  # a group whose worker sent no heartbeat for this long may be taken over
   c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
@@ -225,6 +229,12 @@ def validate(c: ml_collections.ConfigDict):
     if v > 1:
       raise ConfigError(f"{field}: {v!r} is an accuracy; give a number in (0, 1]")
   _num(c, "plan.device_memory_gb", 0.0)
+  _num(c, "plan.gflops", 0.0, strict=True)
+  _num(c, "plan.compile_s", 0.0)
+  v = _num(c, "plan.mfu", 0.0, strict=True)
+  if v > 1:
+    raise ConfigError(f"plan.mfu: {v!r} is a fraction of the device's peak; give a number "
+                      "in (0, 1]")
   if c.plan.strategy not in ("auto", "bucket", "pad"):
     raise ConfigError(f"plan.strategy: {c.plan.strategy!r}; valid: auto, bucket, pad")
   _num(c, "plan.max_models_per_group", 1, integer=True)

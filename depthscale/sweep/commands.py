@@ -23,30 +23,79 @@ def _load(args, extras):
 
 
 def cmd_plan(args, extras) -> int:
-  from depthscale.sweep import plan, runner
+  from depthscale.sweep import estimate, runner
   c = _load(args, extras)
+  if args.workers < 1:
+    raise UserError(f"--workers {args.workers}: give a count >= 1")
+  if args.json:
+    check_json_path(args.json)
   task, groups = runner.planned(c)
+  probe = not args.no_probe and args.device is None
+  if args.device is not None:
+    from depthscale import devices
+    devices.lookup(args.device)  # a one-line error for an unknown name, before JAX starts
   t = c.train
-  out_dim = task.output_dim(max(c.grid.length))
-  total_p = total_u = total_s = 0.0
-  print(f"{c.name}: {sum(len(g.cells) for g in groups)} models in {len(groups)} groups "
-        f"(strategy {c.plan.strategy}), {t.steps} steps each, batch {t.batch_size}")
-  print(f"{'group':28s} {'models':>6s} {'padded shape (d,w,r)':>20s} {'useful/padded':>13s} "
-        f"{'GFLOP':>10s} {'memory':>9s} {'est. time':>10s}")
-  for g in groups:
-    seq = task.seq_len(g.length)
-    padded, useful = plan.group_cost(g, seq, t.batch_size, t.steps, c.model.mlp_ratio, out_dim)
-    mem = plan.memory_bytes(g, seq, t.batch_size, c.model.mlp_ratio, task.input_vocab or 0,
-                            out_dim)
-    secs = padded / (c.plan.gflops * 1e9) + c.plan.compile_s
-    total_p, total_u, total_s = total_p + padded, total_u + useful, total_s + secs
-    print(f"{g.id:28s} {len(g.cells):6d} {str(g.padded_shape()):>20s} "
-          f"{useful / padded:13.0%} {padded / 1e9:10.3g} {mem / 2**20:7.0f}MB "
-          f"{secs / 3600:9.2f}h")
-  print(f"total: {total_p / 1e9:.3g} GFLOP padded, {total_u / 1e9:.3g} useful "
-        f"({total_u / total_p:.0%}); est. {total_s / 3600:.2f} h at {c.plan.gflops:g} GFLOP/s "
-        f"(config.plan.gflops) + {c.plan.compile_s:g} s compile per group")
+  print(f"{c.name}: {sum(len(g.cells) for g in groups)} models, {t.steps} steps each, "
+        f"batch {t.batch_size}, compute {c.model.compute_dtype}", flush=True)
+  if probe:
+    import jax
+    from tqdm.auto import tqdm
+    runner.start_jax(c)
+    devs = jax.local_devices()
+    _, groups = runner.planned(c, runner.flops_per_s(c, devs))
+    groups = runner.fitted(c, task, groups, devs, log=print)
+    print(f"probing {len(groups)} groups on {len(devs)} x {devs[0].device_kind} (compile, "
+          "then time a few steps; cached for `run`)", flush=True)
+    est = estimate.probed(c, task, groups, devs, progress=lambda it, n: tqdm(
+        it, total=n, desc="probe", unit="group", disable=args.no_progress, leave=False))
+  else:
+    est = estimate.from_flops(c, task, groups, args.device)
+  est = estimate.totals(est, args.workers)
+  print(format_plan(est, c))
+  if args.json:
+    write_json(args.json, est)
   return 0
+
+
+def format_plan(est: dict, c) -> str:
+  d = est["device"]
+  lines = [f"device: {d['count']} x {d['kind']} ({d['source']})",
+           f"{'group':28s} {'models':>6s} {'shape (d,w,r)':>13s} {'useful/comp.':>12s} "
+           f"{'compile':>8s} {'s/step':>9s} {'est. train':>10s} {'memory/dev':>11s}  options"]
+  for r in est["groups"]:
+    opts = ", ".join(x for x in (f"models_per_chunk={r['models_per_chunk']}"
+                                 if r["models_per_chunk"] else "",
+                                 f"remat={r['remat']}" if r["remat"] != "none" else "",
+                                 "OVER the device memory" if r.get("over_memory") else "") if x)
+    lines.append(f"{r['id']:28s} {r['models']:6d} {str(tuple(r['shape'])):>13s} "
+                 f"{r['useful_flops'] / r['computed_flops']:12.0%} {r['compile_s']:7.1f}s "
+                 f"{r['step_s']:9.3g} {_hours(r['est_train_s']):>10s} "
+                 f"{r['memory_bytes'] / 2**20:8.0f} MB{' (formula)' if r['memory_source'] == 'formula' else ''}  {opts}")
+  useful = sum(r["useful_flops"] for r in est["groups"])
+  computed = sum(r["computed_flops"] for r in est["groups"])
+  lines.append(f"total: {_hours(est['est_train_s'])} training + {_hours(est['compile_s'])} "
+               f"compiling; {useful / computed:.0%} of computed FLOPs useful; "
+               f"{est['workers']} worker(s): {_hours(est['per_worker_s'])} wall each")
+  return "\n".join(lines)
+
+
+def _hours(s: float) -> str:
+  return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
+def check_json_path(path: str) -> None:
+  parent = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+    raise UserError(f"--json {path!r}: give a file path in an existing, writable directory")
+
+
+def write_json(path: str, data) -> None:
+  try:
+    with open(path, "w") as f:
+      json.dump(data, f, indent=2)
+      f.write("\n")
+  except OSError as e:
+    raise UserError(f"cannot write --json {path!r} ({e.strerror}); choose another path")
 
 
 def parse_devices(text: str | None) -> list[int] | None:
@@ -147,6 +196,19 @@ def add_commands(commands) -> None:
     p = commands.add_parser(name, help=help_, allow_abbrev=False)
     p.add_argument("--config", required=True, metavar="FILE.py[:ARG]",
                    help="study config; --config.a.b=v overrides a field")
+    if name == "plan":
+      p.add_argument("--no-probe", action="store_true",
+                     help="estimate from FLOPs at a device's peak instead of compiling and "
+                          "timing each program here")
+      p.add_argument("--device", default=None, metavar="NAME",
+                     help="price the plan for this device (h100, h200, a100, tpu-v4, "
+                          "tpu-v5e, tpu-v5p, cpu) from FLOPs; implies --no-probe")
+      p.add_argument("--workers", type=int, default=1,
+                     help="workers sharing the plan, for the per-worker wall time")
+      p.add_argument("--json", default=None, metavar="FILE",
+                     help="also write {device, groups: [{id, models, compile_s, step_s, "
+                          "est_train_s, memory_bytes, ...}], est_train_s} to FILE")
+      p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if name == "run":
       p.add_argument("--workdir", required=True, help="where results and checkpoints go")
       p.add_argument("--no-progress", action="store_true", help="no progress bar")

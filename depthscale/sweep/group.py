@@ -82,6 +82,14 @@ def refill(tree, m: int, axis: int = 0):
   return jax.tree.map(one, tree)
 
 
+def compiled_memory_bytes(compiled) -> int:
+  """Peak bytes per device from XLA's memory analysis of a compiled program: arguments
+  + outputs - donated (aliased) + temporaries."""
+  m = compiled.memory_analysis()
+  return int(m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+             + m.temp_size_in_bytes)
+
+
 DISPATCH_S = 2.0  # target seconds of one dispatch: a stop request waits for at most ~2
 
 
@@ -98,12 +106,16 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                 progress: bool = True,
                 desc: str = "group", devices=None,
                 checkpoints=None, checkpoint_every: int = 0,
-                should_stop=lambda: False, before_save=None, on_progress=None) -> GroupResult:
+                should_stop=lambda: False, before_save=None, on_progress=None,
+                probed=None, memory_limit: float | None = None) -> GroupResult:
   """Train a group to the end. Dispatches are sized by time (at most steps_per_call
   steps, about DISPATCH_S seconds each) so that `should_stop()` is served within seconds:
   the state is then checkpointed at the current step and Interrupted raised.
   `before_save(step, curves)` runs before every checkpoint (it may raise to abandon the
-  group, e.g. a lost lease); `on_progress(step, steps_per_s)` after every dispatch."""
+  group, e.g. a lost lease); `on_progress(step, steps_per_s)` after every dispatch.
+  `probed` (a sweep.probe.Probe of this program) sizes the dispatches from the start; a
+  compiled program needing more than `memory_limit` bytes per device is refused before
+  it runs (MemoryError: the plan's fit should have prevented it)."""
   k, total = steps_per_call, tcfg.total_steps
   if total % k or (checkpoint_every and checkpoint_every % k):
     raise ValueError(f"total_steps ({total}) and checkpoint_every ({checkpoint_every}) must "
@@ -123,10 +135,17 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                            refill(saved["state"], m), state)  # where the fresh state lives
       curves, start = refill(saved["curves"], m, 1), step
       print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
-  steps_fn = train.make_train_steps(task, cfg, tcfg, k)
+  t0 = time.perf_counter()
+  steps_fn = train.make_train_steps(task, cfg, tcfg, k).lower(
+      state, hp, arch, np.int32(1)).compile()
+  compile_s, memory = time.perf_counter() - t0, compiled_memory_bytes(steps_fn)
+  if memory_limit and memory > memory_limit:
+    raise MemoryError(f"{desc}: the compiled program needs {memory / 2**30:.3g} GB per "
+                      f"device, over the limit of {memory_limit / 2**30:.3g} GB")
   bar = tqdm(total=total, initial=start, desc=f"{desc} ({m} models)", unit="step",
              disable=not progress, leave=False)
-  t0, pending, rate, last_done = time.perf_counter(), None, None, None
+  rate = 1.0 / probed.step_s if probed is not None else None
+  t0, pending, last_done, save_s = time.perf_counter(), None, None, 0.0
 
   def drain():  # copy the metrics of the oldest dispatch in flight to the host
     nonlocal pending, rate, last_done
@@ -142,13 +161,11 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     if on_progress is not None:
       on_progress(first + n, rate)
 
-  compile_s, at, n = None, start, 1
+  at, n = start, (1 if rate is None else next_dispatch(1, rate, k))
   while at < total:
     boundary = (at // checkpoint_every + 1) * checkpoint_every if checkpoint_every else total
     n = min(n, k, boundary - at, total - at)
     state, new = steps_fn(state, hp, arch, np.int32(n))  # runs while we read the last one
-    if compile_s is None:  # the first call compiles synchronously, then dispatches
-      compile_s = time.perf_counter() - t0
     if pending is not None:
       drain()
     pending, at = (at, n, new), at + n
@@ -158,18 +175,20 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     if (saving or stop) and at < total:
       drain()
       if checkpoints is not None:
+        s0 = time.perf_counter()
         if before_save is not None:
           before_save(at, curves)
         checkpoints.save(at, {"state": real_models(state, n_real),
                               "curves": real_models(curves, n_real, 1)})
         last_done = None  # the save's time is not training time
+        save_s += time.perf_counter() - s0
       if stop:
         bar.close()
         raise Interrupted(at)
   if pending is not None:
     drain()
   bar.close()
-  train_s = time.perf_counter() - t0 - (compile_s or 0.0)
+  train_s = time.perf_counter() - t0 - save_s  # checkpoints and live logging: save_s
   batch = metrics.held_out(task, tcfg.length, eval_size)
   res = metrics.make_evaluate(task, cfg)(state.params, arch, batch)
   mask_T = np.asarray(batch.mask).any(0)
@@ -179,7 +198,8 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
                final_loss=float(curves["loss"][-1, i]), steps=total, frozen=bool(frozen[i]),
-               train_s=train_s, compile_s=compile_s or 0.0)
+               train_s=train_s, save_s=save_s, compile_s=compile_s, memory_bytes=memory,
+               probe_step_s=probed.step_s if probed is not None else None)
   acc = np.asarray(jax.device_get(res["per_position_acc"]))[:n_real, mask_T]
   curves = {k: v[:, :n_real] for k, v in curves.items()}
   return GroupResult(rows=rows, curves=curves, per_position_acc=acc)

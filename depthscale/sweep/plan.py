@@ -25,8 +25,12 @@ def step_flops(depth: int, width: int, repeats: int, seq: int, batch: int,
 
 @dataclasses.dataclass(frozen=True)
 class Group:
+  """Models that share one compiled program. `models_per_chunk` and `remat` ("" = the
+  study's) are set by the memory fit; they never change the group's id or results."""
   cells: tuple[Cell, ...]
   length: int
+  models_per_chunk: int = 0
+  remat: str = ""
 
   @property
   def id(self) -> str:
@@ -56,31 +60,75 @@ def _chunks(cells, size):
   return [tuple(cells[i:i + size]) for i in range(0, len(cells), size)]
 
 
-def fit_memory(groups: list[Group], limit_bytes: float, seq: int, c, vocab=0, out_dim=0):
-  """Groups split (evenly, in order) until each one's memory estimate fits the limit; a
-  one-line ConfigError if a single model cannot fit."""
-  out = []
+def param_bytes(g: Group, seq: int, mlp_ratio=4, vocab=0, out_dim=0) -> float:
+  """Parameters, Adam moments and gradients (4 float32 copies) of the group: the memory
+  no chunking or remat can remove (a lower bound, known before compiling)."""
+  d, w, _ = g.padded_shape()
+  params = d * (4 + 2 * mlp_ratio) * w * w + (vocab + seq + out_dim) * w
+  return len(g.cells) * 4 * 4 * params
+
+
+def memory_options(g: Group):
+  """What the fit tries, in order, to make a group fit without splitting it: all models
+  at once, then chunks of M/2, M/4, ... models (lax.map), then remat with one model at a
+  time."""
+  m, out, b = len(g.cells), [(0, "")], len(g.cells) // 2
+  while b >= 1:
+    out.append((b, ""))
+    b //= 2
+  return out + [(1, "block")] if m > 1 else out + [(0, "block")]
+
+
+def check_params_fit(groups: list[Group], limit_bytes: float, c, seq_len, vocab=0,
+                     out_dim=0) -> None:
+  """A one-line ConfigError, before anything compiles, if the parameters and optimizer
+  state of one model alone exceed the limit."""
+  gb = f"{limit_bytes / 2**30:.3g} GB"
   for g in groups:
-    mem = lambda cells: memory_bytes(Group(tuple(cells), g.length), seq, c.train.batch_size,
-                                     c.model.mlp_ratio, vocab, out_dim)
-    parts = 1
-    while mem(g.cells[:-(-len(g.cells) // parts)]) > limit_bytes:
-      if parts == len(g.cells):
-        one = max(mem((x,)) for x in g.cells)
-        raise ConfigError(
-            f"plan.device_memory_gb={c.plan.device_memory_gb:g}: one model of length "
-            f"{g.length} needs ~{one / 2**30:.2f} GB (planner's estimate); raise the limit, "
-            "or lower train.batch_size or the model's size")
-      parts += 1
-    out.extend(Group(ch, g.length) for ch in _chunks(g.cells, -(-len(g.cells) // parts)))
-  return out
+    one = max(param_bytes(Group((x,), g.length), seq_len(g.length), c.model.mlp_ratio,
+                          vocab, out_dim) for x in g.cells)
+    if one > limit_bytes:
+      raise ConfigError(
+          f"plan.device_memory_gb (limit {gb}): the parameters and optimizer state of one "
+          f"model of length {g.length} need {one / 2**30:.3g} GB; raise the limit, or "
+          "lower the model's size")
 
 
-def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0) -> list[Group]:
-  """Groups for `cells`; `seq_len(length)` gives the task's positions per example. With
-  plan.device_memory_gb > 0, groups are split to fit it (the estimate of memory_bytes)."""
+def fit_memory(groups: list[Group], limit_bytes: float, measure, c, seq_len, vocab=0,
+               out_dim=0, log=lambda line: None) -> list[Group]:
+  """Each group as it is if `measure(group)` (bytes per device) fits `limit_bytes`;
+  else with models_per_chunk and then remat (memory_options); else split in halves,
+  each fitted the same way."""
+  check_params_fit(groups, limit_bytes, c, seq_len, vocab, out_dim)
+  gb = f"{limit_bytes / 2**30:.3g} GB"
+
+  def fit(g):
+    for chunk, remat in memory_options(g):
+      cand = dataclasses.replace(g, models_per_chunk=chunk, remat=remat)
+      need = measure(cand)
+      if need <= limit_bytes:
+        if chunk or remat:
+          log(f"group {g.id}: {need / 2**30:.3g} GB per device fits {gb} with "
+              f"models_per_chunk={chunk}" + (f", remat={remat}" if remat else ""))
+        return [cand]
+    if len(g.cells) == 1:
+      raise ConfigError(f"plan.device_memory_gb (limit {gb}): one model of length "
+                        f"{g.length} needs {need / 2**30:.3g} GB even with remat; raise the "
+                        "limit, or lower train.batch_size or the model's size")
+    half = -(-len(g.cells) // 2)
+    log(f"group {g.id}: split in two to fit {gb}")
+    return fit(Group(g.cells[:half], g.length)) + fit(Group(g.cells[half:], g.length))
+
+  return [part for g in groups for part in fit(g)]
+
+
+def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0,
+              flops_per_s: float | None = None) -> list[Group]:
+  """Groups for `cells`, before any memory fit; `seq_len(length)` gives the task's
+  positions per example. `auto` weighs padded FLOPs at `flops_per_s` (the device's, see
+  runner.flops_per_s; default plan.gflops) against plan.compile_s per program."""
   cap, steps, batch = c.plan.max_models_per_group, c.train.steps, c.train.batch_size
-  secs_per_flop = 1.0 / (c.plan.gflops * 1e9)
+  secs_per_flop = 1.0 / (flops_per_s or c.plan.gflops * 1e9)
   groups = []
   for length in sorted({x.length for x in cells}):
     here = [x for x in cells if x.length == length]
@@ -95,10 +143,22 @@ def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0) -> list[Group]:
       cost = lambda gs: sum(group_cost(g, seq, batch, steps, c.model.mlp_ratio, out_dim)[0]
                             * secs_per_flop + c.plan.compile_s for g in gs)
       strategy = "pad" if cost(pad) <= cost(bucket) else "bucket"
-    chosen = pad if strategy == "pad" else bucket
-    if c.plan.get("device_memory_gb", 0):
-      chosen = fit_memory(chosen, c.plan.device_memory_gb * 2**30, seq, c, vocab, out_dim)
-    groups.extend(chosen)
+    groups.extend(pad if strategy == "pad" else bucket)
+  return groups
+
+
+def to_json(groups: list[Group]) -> list[dict]:
+  return [dict(id=g.id, length=g.length, cells=[x.key for x in g.cells],
+               models_per_chunk=g.models_per_chunk, remat=g.remat) for g in groups]
+
+
+def from_json(rows: list[dict], cells: list[Cell]) -> list[Group]:
+  """The groups of a saved plan, over today's cells (a ValueError if they differ)."""
+  by_key = {x.key: x for x in cells}
+  groups = [Group(tuple(by_key[k] for k in r["cells"]), r["length"], r["models_per_chunk"],
+                  r["remat"]) for r in rows]
+  if sorted(x.key for g in groups for x in g.cells) != sorted(by_key):
+    raise ValueError("the saved plan's models differ from the study's")
   return groups
 
 

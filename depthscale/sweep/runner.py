@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from depthscale import config as config_lib
+from depthscale import devices as devices_lib
 from depthscale.core import train
 from depthscale.io import leases, results, trackers
 from depthscale.io.leases import Lease, LeaseLost
@@ -93,20 +94,94 @@ def prepare_workdir(c, workdir: str) -> None:
   results.write_atomic(path, c.to_json_best_effort(indent=2))
 
 
-def train_config(c, length: int) -> train.TrainConfig:
+def train_config(c, length: int, g: plan.Group | None = None) -> train.TrainConfig:
+  """The group's TrainConfig; the memory fit's models_per_chunk (if any) wins."""
   t = c.train
   return train.TrainConfig(batch_size=t.batch_size, length=length, total_steps=t.steps,
                            curriculum=t.curriculum, steps_per_stage=t.steps_per_stage,
                            advance_at=t.advance_at, decay=t.decay, clip_norm=t.clip_norm,
-                           models_per_chunk=t.models_per_chunk)
+                           models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk)
 
 
-def model_options(c) -> dict:
-  """The study's model options shared by every group (ModelConfig fields)."""
+def model_options(c, g: plan.Group | None = None) -> dict:
+  """The study's model options (ModelConfig fields); the memory fit's remat (if any) wins."""
   m = c.model
   return dict(pos=m.pos, mlp_ratio=m.mlp_ratio, dtype=m.dtype,
               compute_dtype=None if m.compute_dtype == "float32" else m.compute_dtype,
-              attention=m.attention, remat=m.remat)
+              attention=m.attention, remat=(g and g.remat) or m.remat)
+
+
+def start_jax(c) -> None:
+  """JAX settings every program of the study is compiled under (run and plan alike)."""
+  reproducible_xla()
+  if c.model.dtype == "float64":
+    import jax
+    jax.config.update("jax_enable_x64", True)
+
+
+def flops_per_s(c, devs) -> float:
+  """The rate the planner's `auto` strategy assumes: the table's peak for a known
+  accelerator in the study's compute dtype times plan.mfu; plan.gflops otherwise (CPU)."""
+  spec = devices_lib.from_kind(devs[0].device_kind)
+  if spec is None:
+    return c.plan.gflops * 1e9
+  dtype = "bfloat16" if c.model.compute_dtype == "bfloat16" else "float32"
+  return spec.peak_tflops[dtype] * 1e12 * c.plan.mfu * len(devs)
+
+
+def memory_limit(c, devs) -> float | None:
+  """Bytes one device may use: plan.device_memory_gb if set, else the runtime's limit
+  (GPU/TPU); None (no fit) on a CPU without plan.device_memory_gb."""
+  if c.plan.device_memory_gb:
+    return c.plan.device_memory_gb * 2**30
+  return devices_lib.memory_limit_bytes(devs[0])
+
+
+def fitted(c, task, groups, devs, log=lambda line: None):
+  """The groups after the memory fit, measured from XLA's compiled memory analysis of
+  each candidate program (cached per signature, see sweep/probe.py)."""
+  from depthscale.sweep import probe
+  limit = memory_limit(c, devs)
+  if limit is None:
+    return groups
+  def measure(g):
+    return probe.measure_memory(task, g.specs, train_config(c, g.length, g),
+                                model_options(c, g), c.train.steps_per_call, devs)
+  return plan.fit_memory(groups, limit, measure, c, task.seq_len, task.input_vocab or 0,
+                         task.output_dim(max(c.grid.length)), log=log)
+
+
+def frozen_plan(c, workdir, task, devs):
+  """The workdir's plan: plan.json if a worker wrote it, else planned and fitted here for
+  these devices and written (the first writer wins), so every worker and `status` use
+  the same groups whatever device each runs on."""
+  path = os.path.join(workdir, "plan.json")
+  if not os.path.exists(path):
+    _, groups = planned(c, flops_per_s(c, devs))
+    groups = fitted(c, task, groups, devs, log=lambda line: print(f"depthscale: {line}",
+                                                                  file=sys.stderr))
+    text = json.dumps(dict(format=1, device=devs[0].device_kind, devices=len(devs),
+                           groups=plan.to_json(groups)), indent=1)
+    fd, tmp = tempfile.mkstemp(dir=workdir, prefix=".plan-")
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+    try:
+      os.link(tmp, path)  # fails if another worker's plan is there: use that one
+    except FileExistsError:
+      pass
+    finally:
+      os.unlink(tmp)
+  return read_plan(c, workdir)
+
+
+def read_plan(c, workdir):
+  """The groups of the workdir's plan.json, or a one-line ConfigError."""
+  try:
+    with open(os.path.join(workdir, "plan.json")) as f:
+      return plan.from_json(json.load(f)["groups"], grid.cells(c))
+  except (ValueError, KeyError, TypeError) as e:
+    raise config_lib.ConfigError(f"{workdir}/plan.json does not match the study ({e}); "
+                                 "use a new --workdir") from None
 
 
 class StopFlag:
@@ -135,11 +210,16 @@ class StopFlag:
     raise SystemExit(0)
 
 
-def planned(c):
+def planned(c, flops_per_s: float | None = None):
+  """(task, groups) before the memory fit; validates the config first."""
   task = config_lib.validate(c)
   cells = grid.cells(c)
-  return task, plan.make_plan(cells, c, task.seq_len, task.output_dim(max(c.grid.length)),
-                              task.input_vocab or 0)
+  vocab, out_dim = task.input_vocab or 0, task.output_dim(max(c.grid.length))
+  groups = plan.make_plan(cells, c, task.seq_len, out_dim, vocab, flops_per_s)
+  if c.plan.device_memory_gb:
+    plan.check_params_fit(groups, c.plan.device_memory_gb * 2**30, c, task.seq_len, vocab,
+                          out_dim)
+  return task, groups
 
 
 def log_group(tracker, rows, res):
@@ -155,6 +235,14 @@ def largest_first(c, task, groups):
   """The order in which workers pull groups: the planner's cost, largest first."""
   cost = plan.cost_fn(task, c, task.output_dim(max(c.grid.length)))
   return sorted(groups, key=cost, reverse=True)
+
+
+def cached_probe(c, task, g, devs):
+  """The probe `depthscale plan` (or an earlier worker) measured for this group's
+  program on these devices, or None."""
+  from depthscale.sweep import probe
+  return probe.cached(probe.signature(task, g.specs, train_config(c, g.length, g),
+                                      model_options(c, g), c.train.steps_per_call, devs))
 
 
 def model_conf(row) -> dict:
@@ -223,13 +311,13 @@ def run(c, workdir: str, progress: bool = True, report=True, signals=True, devic
         exit_when_idle=False) -> list[dict]:
   """Pull and train groups until every group of the study is finished; returns all rows
   in the workdir. `signals=False` installs no handlers (the caller handles stops)."""
-  task, groups = planned(c)
+  import jax
+  task, _ = planned(c)
   check_workdir(workdir)
-  reproducible_xla()
-  if c.model.dtype == "float64":
-    import jax
-    jax.config.update("jax_enable_x64", True)
+  start_jax(c)
   prepare_workdir(c, workdir)
+  devs = devices or jax.local_devices()
+  groups = frozen_plan(c, workdir, task, devs)
   stop = StopFlag().install() if signals else StopFlag()
   tracker = trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
                                   project=c.wandb.project)
@@ -250,9 +338,11 @@ def run(c, workdir: str, progress: bool = True, report=True, signals=True, devic
       live(step, curves)
 
     try:
-      res = train_group(task, g.specs, train_config(c, g.length),
+      res = train_group(task, g.specs, train_config(c, g.length, g),
                         steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
-                        threshold=c.eval.threshold, model=model_options(c),
+                        threshold=c.eval.threshold, model=model_options(c, g),
+                        probed=cached_probe(c, task, g, devs),
+                        memory_limit=memory_limit(c, devs),
                         progress=progress, devices=devices,
                         desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
                         checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set,

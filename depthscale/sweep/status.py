@@ -34,7 +34,11 @@ def status(workdir: str, now: float | None = None) -> dict:
   c = config.defaults()  # fields added since the workdir was made keep their defaults
   with open(path) as f, c.unlocked():
     c.update(ml_collections.ConfigDict(json.load(f)))
-  _, groups = runner.planned(c)
+  if os.path.exists(os.path.join(workdir, "plan.json")):  # the plan its workers share
+    runner.planned(c)  # validates
+    groups = runner.read_plan(c, workdir)
+  else:
+    _, groups = runner.planned(c)
   now = time.time() if now is None else now
   lease_s = c.lease_s
   out = []

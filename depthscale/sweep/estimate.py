@@ -1,0 +1,84 @@
+"""Price a plan: per group, compile seconds, seconds per step, training time and memory
+per device. Probed: each distinct program compiled and timed on the devices JAX sees
+(sweep/probe.py). Not probed: FLOPs at a device's peak (devices.TABLE, or this CPU's
+measured matmul peak) times plan.mfu, plus plan.compile_s, and the memory formula.
+Imports sweep.plan/probe/runner and devices; prints nothing (cli formats).
+"""
+from __future__ import annotations
+
+import heapq
+
+from depthscale import devices as devices_lib
+from depthscale.sweep import plan, runner
+
+
+def per_worker_s(seconds: list[float], workers: int) -> float:
+  """Wall time of `workers` pulling jobs largest first (each takes the next free one)."""
+  loads = [0.0] * max(1, workers)
+  for s in sorted(seconds, reverse=True):
+    heapq.heapreplace(loads, loads[0] + s)
+  return max(loads)
+
+
+def _row(c, task, g, out_dim):
+  seq = task.seq_len(g.length)
+  computed, useful = plan.group_cost(g, seq, c.train.batch_size, c.train.steps,
+                                     c.model.mlp_ratio, out_dim)
+  return dict(id=g.id, models=len(g.cells), length=g.length, shape=list(g.padded_shape()),
+              computed_flops=computed, useful_flops=useful,
+              models_per_chunk=g.models_per_chunk, remat=g.remat or c.model.remat)
+
+
+def probed(c, task, groups, devs, progress=lambda it, total: it) -> dict:
+  """Every group's program compiled and timed here (the probe cache reused)."""
+  from depthscale.sweep import probe
+  out_dim = task.output_dim(max(c.grid.length))
+  rows = []
+  for g in progress(groups, len(groups)):
+    p = probe.probe(task, g.specs, runner.train_config(c, g.length, g),
+                    runner.model_options(c, g), c.train.steps_per_call, devs)
+    rows.append(dict(_row(c, task, g, out_dim), compile_s=p.compile_s, step_s=p.step_s,
+                     est_train_s=p.step_s * c.train.steps, memory_bytes=p.memory_bytes,
+                     memory_source="compiled"))
+  d = devs[0]
+  return dict(device=dict(kind=d.device_kind, platform=d.platform, count=len(devs),
+                          source="probe: compiled and timed here"), groups=rows)
+
+
+def from_flops(c, task, groups, device: str | None) -> dict:
+  """FLOP-model estimate for `device` (a devices.TABLE name, or cpu / None: this host's
+  CPU with its matmul peak measured now)."""
+  spec = devices_lib.lookup(device) if device else None
+  dtype = "bfloat16" if c.model.compute_dtype == "bfloat16" else "float32"
+  if spec is None:
+    peak = devices_lib.matmul_peak_gflops(dtype) * 1e9
+    dev = dict(kind="cpu (this host)", platform="cpu", count=1,
+               source=f"FLOPs at the measured {dtype} matmul peak "
+                      f"({peak / 1e9:.0f} GFLOP/s) x plan.mfu {c.plan.mfu:g}")
+    limit = c.plan.device_memory_gb * 2**30 or None
+  else:
+    peak = spec.peak_tflops[dtype] * 1e12
+    dev = dict(kind=spec.name, platform=spec.platform, count=1,
+               source=f"FLOPs at the table's {dtype} peak ({peak / 1e12:g} TFLOP/s) x "
+                      f"plan.mfu {c.plan.mfu:g}")
+    limit = spec.memory_gb * 1e9
+  out_dim = task.output_dim(max(c.grid.length))
+  rows = []
+  for g in groups:
+    r = _row(c, task, g, out_dim)
+    step_s = r["computed_flops"] / c.train.steps / (peak * c.plan.mfu)
+    mem = plan.memory_bytes(g, task.seq_len(g.length), c.train.batch_size, c.model.mlp_ratio,
+                            task.input_vocab or 0, out_dim)
+    rows.append(dict(r, compile_s=c.plan.compile_s, step_s=step_s,
+                     est_train_s=step_s * c.train.steps, memory_bytes=mem,
+                     memory_source="formula", over_memory=bool(limit and mem > limit)))
+  return dict(device=dev, groups=rows)
+
+
+def totals(est: dict, workers: int = 1) -> dict:
+  rows = est["groups"]
+  est.update(est_train_s=sum(r["est_train_s"] for r in rows),
+             compile_s=sum(r["compile_s"] for r in rows), workers=workers,
+             per_worker_s=per_worker_s([r["est_train_s"] + r["compile_s"] for r in rows],
+                                       workers))
+  return est
