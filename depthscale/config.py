@@ -77,6 +77,7 @@ def smoke(c: ml_collections.ConfigDict, length: int = 16, depths=(1, 2, 3),
   c.grid.depth, c.grid.width, c.grid.seed = list(depths), [width], [0, 1]
   c.grid.length, c.grid.lr = [length], [3e-3]
   c.model.heads = min(c.model.heads, 4)
+  c.model.compute_dtype = "float32"  # CPU scale: bf16 matmuls are slow on a CPU
   c.model.head_dim = 0
   c.train.update(dict(batch_size=16, steps=300, steps_per_call=20, warmup=0))
   if c.train.curriculum == "fixed":

@@ -14,7 +14,7 @@ def get_config(arg=None):
   c.task, c.task_options = "word_problem", {"group": "A5"}
   c.grid.update(dict(depth=[6], width=[128, 256, 512, 1024], seed=[0, 1, 2], lr=[1e-4],
                      length=[128], repeats=[1]))
-  c.model.update(dict(heads=8, pos="learned"))
+  c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
   c.train.update(dict(batch_size=128, steps=800_000, steps_per_call=1000, warmup=1000,
                       weight_decay=0.01, curriculum="adaptive", advance_at=0.95))
   c.checkpoint_every = 20_000

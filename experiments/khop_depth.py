@@ -15,7 +15,7 @@ def get_config(arg=None):
   c.task, c.task_options = "khop", {"k": None, "k_max": 16, "alphabet": 4}
   c.grid.update(dict(depth=[2, 3, 4, 5, 6], width=[128, 256], seed=[0], lr=[1e-4],
                      length=[100], repeats=[1]))
-  c.model.update(dict(head_dim=32, pos="learned"))
+  c.model.update(dict(head_dim=32, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
   c.train.update(dict(batch_size=32, steps=100_000, steps_per_call=1000, warmup=1000,
                       decay="linear", weight_decay=0.01))
   c.checkpoint_every = 10_000

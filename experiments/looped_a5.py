@@ -14,7 +14,7 @@ def get_config(arg=None):
   c.task, c.task_options = "word_problem", {"group": "A5"}
   c.grid.update(dict(depth=[2], repeats=[1, 2, 4, 8, 16], width=[256], seed=[0, 1, 2],
                      lr=[1e-4], length=[128]))
-  c.model.update(dict(heads=8, pos="learned"))
+  c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
   c.train.update(dict(batch_size=128, steps=400_000, steps_per_call=1000, warmup=1000,
                       weight_decay=0.01, curriculum="adaptive"))
   c.checkpoint_every = 20_000

@@ -15,7 +15,7 @@ def get_config(arg=None):
   c.task, c.task_options = "reachability", {"family": family}
   c.grid.update(dict(depth=[1, 2, 3, 4, 6, 8], width=[128], seed=[0, 1, 2], lr=[3e-4],
                      length=[8, 16, 32, 64], repeats=[1]))
-  c.model.update(dict(heads=8, pos="learned"))
+  c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
   c.train.update(dict(batch_size=64, steps=50_000, steps_per_call=1000, warmup=1000,
                       weight_decay=0.01))
   c.checkpoint_every = 10_000

@@ -18,7 +18,7 @@ def get_config(arg=None):
   c.task_options = {"chains": 4, "dim": 4, "implicit_curriculum": ic}
   c.grid.update(dict(depth=list(range(1, 9)), width=[128], seed=list(range(8)), lr=[1e-3],
                      length=[5 if ic else 3], repeats=[1]))
-  c.model.update(dict(heads=8, pos="none"))
+  c.model.update(dict(heads=8, pos="none", compute_dtype="bfloat16"))  # accelerator scale
   c.train.update(dict(batch_size=512, steps=10_000, steps_per_call=500, weight_decay=0.1,
                       clip_norm=0.0))
   c.checkpoint_every = 2000

@@ -42,6 +42,8 @@ def compilation_cache_for_subprocesses(tmp_path_factory):
   too: a program compiled twice in one test (a reference and a variant of the same
   shapes) or by both xdist workers is compiled once."""
   cache = str(shared_root(tmp_path_factory) / "jax-cache")
+  # the planner's probe cache too: tests never write to the user's ~/.cache
+  os.environ["DEPTHSCALE_CACHE"] = str(shared_root(tmp_path_factory) / "depthscale-cache")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   jax.config.update("jax_compilation_cache_dir", cache)

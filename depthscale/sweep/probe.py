@@ -87,8 +87,13 @@ def measure_memory(task, specs, tcfg, model, steps_per_call, devices) -> int:
   hit = cached(sig)
   if hit is not None:
     return hit.memory_bytes
-  compiled, _, _ = compile_group(task, specs, tcfg, model, steps_per_call, devices)
-  return group_lib.compiled_memory_bytes(compiled)
+  if sig not in _MEMORY:
+    compiled, _, _ = compile_group(task, specs, tcfg, model, steps_per_call, devices)
+    _MEMORY[sig] = group_lib.compiled_memory_bytes(compiled)
+  return _MEMORY[sig]
+
+
+_MEMORY: dict[str, int] = {}  # signature -> bytes, measured in this process
 
 
 def probe(task, specs, tcfg, model, steps_per_call, devices, use_cache=True) -> Probe:

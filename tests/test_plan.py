@@ -1,0 +1,108 @@
+"""The calibrated plan: probes (compiled, timed, cached) reused by `run`; the memory fit from
+XLA's compiled analysis; the FLOP-model estimate for a device this host lacks."""
+import dataclasses
+import json
+
+import jax
+import pytest
+
+from depthscale import cli, config
+from depthscale.sweep import plan, probe, runner
+
+SMOKE = "experiments/quickstart.py:smoke"
+TINY = ["train.steps=40", "train.steps_per_call=20", "checkpoint_every=20",
+        "grid.depth=[1, 2]", "eval.size=64", "wandb.mode=disabled"]
+
+
+def test_plan_json_fields_and_the_probe_reused_by_run(tmp_path, capsys):
+  out = tmp_path / "plan.json"
+  assert cli.main(["plan", "--config", SMOKE, "--json", str(out), "--no-progress",
+                   *[f"--config.{o}" for o in TINY]]) == 0
+  est = json.loads(out.read_text())
+  assert est["device"]["kind"] == jax.local_devices()[0].device_kind
+  assert est["device"]["count"] == jax.local_device_count()
+  (g,) = est["groups"]
+  for k in ("id", "models", "compile_s", "step_s", "est_train_s", "memory_bytes"):
+    assert k in g
+  assert g["models"] == 4 and g["step_s"] > 0 and g["memory_bytes"] > 0
+  assert g["est_train_s"] == pytest.approx(g["step_s"] * 40)
+  assert est["est_train_s"] == pytest.approx(g["est_train_s"])
+  # the same program compiled independently: XLA's memory analysis, as the plan reports
+  c = config.load(SMOKE, TINY)
+  task, groups = runner.planned(c)
+  compiled, _, _ = probe.compile_group(task, groups[0].specs, runner.train_config(c, 16),
+                                       runner.model_options(c), 20, jax.local_devices())
+  m = compiled.memory_analysis()
+  assert g["memory_bytes"] == (m.argument_size_in_bytes + m.output_size_in_bytes
+                               - m.alias_size_in_bytes + m.temp_size_in_bytes)
+  # run finds the probe (same signature) and uses its rate; its own compile agrees
+  rows = runner.run(c, str(tmp_path / "w"), progress=False, report=False, signals=False)
+  assert {r["probe_step_s"] for r in rows} == {g["step_s"]}
+  assert {r["memory_bytes"] for r in rows} == {g["memory_bytes"]}
+  saved = json.loads((tmp_path / "w" / "plan.json").read_text())
+  assert [x["id"] for x in saved["groups"]] == [g["id"]]
+
+
+def fake_group(m, length=8):
+  from depthscale.core.ensemble import ModelSpec
+  from depthscale.sweep.grid import Cell
+  return plan.Group(tuple(Cell(ModelSpec(depth=2, width=32, heads=2, seed=s), length)
+                          for s in range(m)), length)
+
+
+def test_fit_tries_chunks_then_remat_then_splits():
+  c = config.defaults()
+  # bytes: 1 MB per model resident, plus 4 MB of activations per model run at once
+  # (halved by remat)
+  def measure(g):
+    m = len(g.cells)
+    at_once = g.models_per_chunk or m
+    return (m + 4 * at_once * (0.5 if g.remat else 1.0)) * 2**20
+  seq = lambda n: n
+  log = []
+  fits = lambda limit: plan.fit_memory([fake_group(8)], limit * 2**20, measure, c, seq,
+                                       log=log.append)
+  (g,) = fits(40)
+  assert (g.models_per_chunk, g.remat) == (0, "")          # 8 + 32 fits 40
+  (g,) = fits(30)
+  assert (g.models_per_chunk, g.remat) == (4, "")          # 8 + 16
+  (g,) = fits(10.5)
+  assert (g.models_per_chunk, g.remat) == (1, "block")     # 8 + 2
+  parts = fits(7)                                          # halves of 4: 4 + 2 at chunk 1
+  assert [len(p.cells) for p in parts] == [4, 4]
+  assert all(p.models_per_chunk == 1 and p.remat == "block" for p in parts)
+  assert [x.key for p in parts for x in p.cells] == [x.key for x in fake_group(8).cells]
+  with pytest.raises(config.ConfigError, match="plan.device_memory_gb"):
+    fits(2.5)  # one model: 1 + 2 MB even with remat
+
+
+def test_memory_limit_chunks_a_real_group_by_its_compiled_size(tmp_path):
+  c = config.load(SMOKE, TINY)
+  task, (g,) = runner.planned(c)
+  devs = jax.local_devices()[:1]
+  assert runner.fitted(c, task, [g], devs) == [g]  # no limit on a CPU: no fit
+  whole = probe.measure_memory(task, g.specs, runner.train_config(c, g.length),
+                               runner.model_options(c), 20, devs)
+  halves = probe.measure_memory(task, g.specs, runner.train_config(
+      c, g.length, dataclasses.replace(g, models_per_chunk=2)), runner.model_options(c), 20,
+      devs)
+  assert halves < whole
+  c.plan.device_memory_gb = (halves + whole) / 2 / 2**30
+  (fit,) = runner.fitted(c, task, [g], devs)
+  assert fit.models_per_chunk == 2 and fit.remat == "" and fit.id == g.id
+
+
+def test_no_probe_prices_a5_depth_on_an_h100_in_tens_of_hours(tmp_path, capsys):
+  out = tmp_path / "p.json"
+  assert cli.main(["plan", "--no-probe", "--device", "h100", "--config",
+                   "experiments/a5_depth.py", "--json", str(out)]) == 0
+  est = json.loads(out.read_text())
+  c = config.load("experiments/a5_depth.py")
+  task, groups = runner.planned(c)
+  flops = sum(plan.group_cost(g, task.seq_len(g.length), 128, 800_000, 4,
+                              task.output_dim(128))[0] for g in groups)
+  assert est["est_train_s"] == pytest.approx(flops / (989e12 * 0.4))  # bf16 peak x mfu
+  assert 10 * 3600 < est["est_train_s"] < 100 * 3600
+  assert cli.main(["plan", "--no-probe", "--device", "v100", "--config",
+                   "experiments/a5_depth.py"]) == 2
+  assert "valid: h100" in capsys.readouterr().err
