@@ -115,7 +115,8 @@ def local(dtype: str = "float32", probe: bool = True) -> dict:
   known = from_kind(d0.device_kind)
   limit = memory_limit_bytes(d0)
   out = {"platform": d0.platform, "kind": d0.device_kind, "count": len(devs),
-         "processes": jax.process_count(), "backend_version": _backend_version(),
+         "processes": jax.process_count(), "jax_version": jax.__version__,
+         "backend_version": _backend_version(),
          "memory_bytes_per_device": limit,
          "memory_note": ("runtime limit per device" if limit else
                          f"host memory {host_memory_bytes() / 2**30:.1f} GiB shared by the "

@@ -1,0 +1,98 @@
+"""tools/gpu_check.sh in quick mode on this CPU: one JSON whose numbers agree with the
+files it merged (the bench JSON, the plan JSON, the study's results.csv); and the merge
+on a made-up work dir where the plan step failed: the error text is kept, "ok" is false.
+"""
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import gpu_check  # noqa: E402  (tools/ is not a package)
+
+
+@pytest.mark.slow
+def test_quick_mode_on_cpu(tmp_path):
+  out, work = tmp_path / "check.json", tmp_path / "work"
+  env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable)
+  p = subprocess.run(["bash", "tools/gpu_check.sh", str(out)], cwd=ROOT, env=env,
+                     capture_output=True, text=True, timeout=900)
+  print(p.stdout)
+  result = json.loads(out.read_text())
+  assert p.returncode == 0 and result["ok"] and result["failed"] == [], (
+      p.stdout + json.dumps({k: s.get("error") for k, s in result["steps"].items()}))
+  assert result["quick"] is True
+  steps = result["steps"]
+  for name in ("devices_float32", "devices_bfloat16", "bench_tiny", "plan", "run"):
+    assert steps[name]["status"] == "ok" and steps[name]["rc"] == 0
+    assert steps[name]["seconds"] > 0 and steps[name]["cmd"].startswith("depthscale ")
+  assert steps["bench_medium"]["status"] == "skipped" and result["medium"].startswith("skipped")
+  assert steps["bench_mixed"]["status"] in ("absent", "skipped")
+  assert result["mixed"] == steps["bench_mixed"]["why"]
+
+  f32, bf16 = result["devices"]["float32"], result["devices"]["bfloat16"]
+  assert f32["platform"] == bf16["platform"] == "cpu" and f32["count"] == bf16["count"] >= 1
+  assert (f32["dtype"], bf16["dtype"]) == ("float32", "bfloat16")
+  assert f32["matmul_peak_gflops"] > 0 and bf16["matmul_peak_gflops"] > 0
+
+  tiny = result["tiny"]
+  bench = tiny["bench"]
+  assert tiny["models"] == bench["preset"]["models"] == 8 and tiny["meets_target"] is None
+  assert tiny["engine_over_sequential"] == bench["engine_over_sequential"]
+  per_round = [r["engine_model_steps_per_s"] / r["sequential_model_steps_per_s"]
+               for r in bench["rounds"]]
+  assert tiny["engine_over_sequential"] == pytest.approx(statistics.median(per_round))
+  assert tiny["engine_model_steps_per_s"] == bench["engine"]["model_steps_per_s"]
+
+  with open(work / "smoke" / "results.csv") as f:
+    rows = list(csv.DictReader(f))
+  train_s = {r["group"]: float(r["train_s"]) for r in rows}
+  plan, est = result["plan"], result["estimate"]
+  assert est["measured_train_s"] == pytest.approx(sum(train_s.values()))
+  assert est["est_train_s"] == plan["est_train_s"] == pytest.approx(
+      sum(g["est_train_s"] for g in plan["groups"]))
+  assert est["est_over_measured"] == pytest.approx(est["est_train_s"] / est["measured_train_s"])
+  assert est["same_groups"] and {g["id"] for g in est["groups"]} == set(train_s)
+  assert sum(g["models"] for g in est["groups"]) == len(rows) == 6
+  print(f"plan est/measured {est['est_over_measured']:.2f}")
+  assert 0.1 < est["est_over_measured"] < 10  # a probed plan, on cores shared with others
+
+
+def write_step(work, name, rc, out="", err="", cmd=("devices",)):
+  (work / f"{name}.rc").write_text(f"{rc}\n")
+  (work / f"{name}.s").write_text("100.0 102.5\n")
+  (work / f"{name}.cmd").write_text("\n".join(cmd) + "\n")
+  (work / f"{name}.out").write_text(out)
+  (work / f"{name}.err").write_text(err)
+
+
+def test_a_failed_step_is_recorded_and_the_rest_merged(tmp_path, capsys):
+  """The plan step failed (an older CLI without --json), the run step never started; the
+  devices step still counts."""
+  work = tmp_path
+  devices = {"platform": "cpu", "kind": "cpu", "count": 2, "dtype": "float32",
+             "matmul_peak_gflops": 80.0}
+  for dtype in ("float32", "bfloat16"):
+    write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
+  write_step(work, "bench_tiny", 0)  # exit 0 but no JSON written
+  (work / "bench_medium.skipped").write_text("skipped: quick mode\n")
+  (work / "bench_mixed.skipped").write_text("absent\n")
+  write_step(work, "plan", 2, err="depthscale: error: unrecognized arguments: --json x\n",
+             cmd=("plan", "--json", "x"))
+  assert gpu_check.main([str(work), str(tmp_path / "out.json"), "--quick", "1"]) == 1
+  result = json.loads((tmp_path / "out.json").read_text())
+  assert result["ok"] is False and result["failed"] == ["bench_tiny", "plan", "run"]
+  steps = result["steps"]
+  assert steps["plan"]["rc"] == 2 and steps["plan"]["seconds"] == 2.5
+  assert "unrecognized arguments: --json" in steps["plan"]["error"]
+  assert steps["plan"]["cmd"] == "depthscale plan --json x"
+  assert "no JSON" in steps["bench_tiny"]["error"] and result["tiny"] is None
+  assert "not run" in steps["run"]["error"] and result["estimate"] is None
+  assert result["mixed"] == "absent" and steps["bench_mixed"]["status"] == "absent"
+  assert result["devices"]["bfloat16"]["dtype"] == "bfloat16"
+  assert "FAILED: bench_tiny, plan, run" in capsys.readouterr().out
