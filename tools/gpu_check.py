@@ -41,7 +41,7 @@ def read_step(work: str, name: str) -> dict:
   if rc_text is None:
     return {"status": "failed", "error": "not run (the script stopped before this step)"}
   rc = int(rc_text)
-  start, end = (float(t) for t in read(work, f"{name}.s").split())
+  start, end = (float(t.replace(",", ".")) for t in read(work, f"{name}.s").split())  # locale
   out = {"status": "ok" if rc == 0 else "failed", "rc": rc, "seconds": round(end - start, 2),
          "cmd": "depthscale " + " ".join(read(work, f"{name}.cmd").splitlines())}
   if rc != 0:

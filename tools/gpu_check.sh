@@ -12,13 +12,13 @@
 # PYTHONPATH, e.g. an image with jax for CUDA preinstalled).
 set -u
 out=$(realpath -m "${1:-gpu_check.json}")
+work=$(realpath -m "${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}")
 cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export WANDB_MODE=${WANDB_MODE:-disabled} PYTHONUNBUFFERED=1
-work=${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
 mkdir -p "$work"
 # A fresh probe cache: the plan measures its programs now, on this device, not reads an
 # earlier session's figures.
