@@ -24,7 +24,8 @@ FORMAT = 2
 
 COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats", "n_star",
            "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "group", "model",
-           "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s"]
+           "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s",
+           "devices", "models_in_program"]
 
 
 def write_atomic(path: str, text: str) -> None:

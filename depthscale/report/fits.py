@@ -11,7 +11,8 @@ import numpy as np
 
 OUTCOMES = frozenset({"seed", "n_star", "final_loss", "eval_loss", "seq_acc", "frozen",
                       "train_s", "compile_s", "group", "model", "token_acc",
-                      "k_star", "level_acc", "save_s", "memory_bytes", "probe_step_s"})
+                      "k_star", "level_acc", "save_s", "memory_bytes", "probe_step_s",
+                      "devices", "models_in_program"})
 REDUCERS = {"best": np.max, "median": np.median}
 NAMES = {"depth": "depth_vs_log2_nstar", "width": "nstar_vs_log2_width"}
 LAWS = {"depth": "depth = slope * log2(n_star) + intercept",

@@ -23,7 +23,7 @@ def _load(args, extras):
 
 
 def cmd_plan(args, extras) -> int:
-  from depthscale.sweep import estimate, runner
+  from depthscale.sweep import estimate, plan, runner
   c = _load(args, extras)
   if args.workers < 1:
     raise UserError(f"--workers {args.workers}: give a count >= 1")
@@ -43,9 +43,12 @@ def cmd_plan(args, extras) -> int:
     runner.start_jax(c)
     devs = jax.local_devices()
     _, groups = runner.planned(c, runner.flops_per_s(c, devs))
-    groups = runner.fitted(c, task, groups, devs, log=print)
-    print(f"probing {len(groups)} groups on {len(devs)} x {devs[0].device_kind} (compile, "
-          "then time a few steps; cached for `run`)", flush=True)
+    size = plan.slot_size(len(devs), [len(g.cells) for g in groups])
+    groups = runner.fitted(c, task, groups, devs[:size], log=print)
+    devs = devs[:plan.slot_size(len(devs), [len(g.cells) for g in groups])]  # as run does
+    print(f"probing {len(groups)} groups on {len(devs)} x {devs[0].device_kind} each "
+          f"({jax.local_device_count() // len(devs)} side by side; compile, then time a few "
+          "steps; cached for `run`)", flush=True)
     est = estimate.probed(c, task, groups, devs, progress=lambda it, n: tqdm(
         it, total=n, desc="probe", unit="group", disable=args.no_progress, leave=False))
   else:

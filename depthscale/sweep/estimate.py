@@ -6,18 +6,8 @@ Imports sweep.plan/probe/runner and devices; prints nothing (cli formats).
 """
 from __future__ import annotations
 
-import heapq
-
 from depthscale import devices as devices_lib
 from depthscale.sweep import plan, runner
-
-
-def per_worker_s(seconds: list[float], workers: int) -> float:
-  """Wall time of `workers` pulling jobs largest first (each takes the next free one)."""
-  loads = [0.0] * max(1, workers)
-  for s in sorted(seconds, reverse=True):
-    heapq.heapreplace(loads, loads[0] + s)
-  return max(loads)
 
 
 def _row(c, task, g, out_dim):
@@ -79,6 +69,6 @@ def totals(est: dict, workers: int = 1) -> dict:
   rows = est["groups"]
   est.update(est_train_s=sum(r["est_train_s"] for r in rows),
              compile_s=sum(r["compile_s"] for r in rows), workers=workers,
-             per_worker_s=per_worker_s([r["est_train_s"] + r["compile_s"] for r in rows],
-                                       workers))
+             per_worker_s=plan.makespan([r["est_train_s"] + r["compile_s"] for r in rows],
+                                        workers))
   return est

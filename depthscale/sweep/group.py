@@ -198,6 +198,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
                final_loss=float(curves["loss"][-1, i]), steps=total, frozen=bool(frozen[i]),
+               devices=len(devices), models_in_program=m,
                train_s=train_s, save_s=save_s, compile_s=compile_s, memory_bytes=memory,
                probe_step_s=probed.step_s if probed is not None else None)
   acc = np.asarray(jax.device_get(res["per_position_acc"]))[:n_real, mask_T]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 
 from depthscale.config import ConfigError
 from depthscale.sweep.grid import Cell
@@ -145,6 +146,27 @@ def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0,
       strategy = "pad" if cost(pad) <= cost(bucket) else "bucket"
     groups.extend(pad if strategy == "pad" else bucket)
   return groups
+
+
+def makespan(jobs, lanes: int) -> float:
+  """Wall time of `lanes` workers pulling `jobs` (durations) largest first."""
+  loads = [0.0] * max(1, lanes)
+  for j in sorted(jobs, reverse=True):
+    heapq.heapreplace(loads, loads[0] + j)
+  return max(loads)
+
+
+def slot_size(n_devices: int, group_sizes) -> int:
+  """Devices per slot, when a worker's devices are dealt into slots that train groups
+  side by side: the divisor s of n_devices with the shortest makespan, a group taking
+  ceil(M / s) (its models per device) on each of n_devices / s slots; ties go to fewer
+  filler copies (models padded up to a multiple of s), then to larger slots. 3-model
+  groups on 4 devices: 4 slots of one device; one 6-model group on 8: one slot of 8."""
+  sizes = list(group_sizes)
+  def key(s):
+    per = [-(-m // s) for m in sizes]
+    return (makespan(per, n_devices // s), sum(p * s - m for p, m in zip(per, sizes)), -s)
+  return min((s for s in range(1, n_devices + 1) if n_devices % s == 0), key=key)
 
 
 def to_json(groups: list[Group]) -> list[dict]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
+import threading
 import time
 
 from depthscale import config as config_lib
@@ -158,7 +160,8 @@ def frozen_plan(c, workdir, task, devs):
   path = os.path.join(workdir, "plan.json")
   if not os.path.exists(path):
     _, groups = planned(c, flops_per_s(c, devs))
-    groups = fitted(c, task, groups, devs, log=lambda line: print(f"depthscale: {line}",
+    slot = devs[:plan.slot_size(len(devs), [len(g.cells) for g in groups])]  # runs a group
+    groups = fitted(c, task, groups, slot, log=lambda line: print(f"depthscale: {line}",
                                                                   file=sys.stderr))
     text = json.dumps(dict(format=1, device=devs[0].device_kind, devices=len(devs),
                            groups=plan.to_json(groups)), indent=1)
@@ -292,6 +295,8 @@ def pull(workdir, c, order, stop, exit_when_idle, poll_s):
           print(f"depthscale: group {g.id}: the lease of {old.get('owner')} on "
                 f"{old.get('host')} lapsed ({why}); taking it over", file=sys.stderr)
         return g, lease
+    if all(_ours(leases.latest(workdir, g.id)[1]) for g in left):
+      return None  # the rest are this process's other slots' groups: they finish them
     if exit_when_idle:
       print(f"depthscale: {len(left)} groups left, all held by other workers; exiting "
             "(--exit-when-idle)", file=sys.stderr)
@@ -303,79 +308,96 @@ def pull(workdir, c, order, stop, exit_when_idle, poll_s):
     for _ in range(max(1, int(poll_s / 0.2))):
       if stop.set:
         print("depthscale: stopped while waiting; nothing to save", file=sys.stderr)
-        stop.hand_over()
+        raise Stopped()
       time.sleep(0.2)
+
+
+class Stopped(Exception):
+  """A stop request was served in a slot (its group checkpointed, or nothing held)."""
+
+
+class Locked:
+  """Calls to `obj` one thread at a time (the tracker, report files, matplotlib)."""
+
+  def __init__(self, obj):
+    self._obj, self._lock = obj, threading.Lock()
+
+  def __getattr__(self, name):
+    attr = getattr(self._obj, name)
+    if not callable(attr):
+      return attr
+    def call(*a, **k):
+      with self._lock:
+        return attr(*a, **k)
+    return call
+
+
+def _ours(record) -> bool:
+  """True if a lease is held by this very process (another slot of this worker)."""
+  return bool(record) and not record.get("released") and record.get("pid") == os.getpid() \
+      and record.get("host") == socket.gethostname()
 
 
 def run(c, workdir: str, progress: bool = True, report=True, signals=True, devices=None,
         exit_when_idle=False) -> list[dict]:
   """Pull and train groups until every group of the study is finished; returns all rows
-  in the workdir. `signals=False` installs no handlers (the caller handles stops)."""
+  in the workdir. The devices are dealt into slots (slot_size) that pull groups side by
+  side, one thread each. `signals=False` installs no handlers (the caller handles stops)."""
   import jax
   task, _ = planned(c)
   check_workdir(workdir)
   start_jax(c)
   prepare_workdir(c, workdir)
-  devs = devices or jax.local_devices()
+  devs = list(devices or jax.local_devices())
   groups = frozen_plan(c, workdir, task, devs)
+  size = plan.slot_size(len(devs), [len(g.cells) for g in groups])
+  slots = [devs[i:i + size] for i in range(0, len(devs), size)]
   stop = StopFlag().install() if signals else StopFlag()
-  tracker = trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
-                                  project=c.wandb.project)
+  tracker = Locked(trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
+                                         project=c.wandb.project))
   wall0 = time.perf_counter()
   order = largest_first(c, task, groups)
   todo = [g for g in order if not os.path.exists(results.group_path(workdir, g.id))]
+  where = (f"{len(slots)} slots of {size} devices side by side" if len(slots) > 1
+           else f"{len(devs)} device(s)")
   print(f"depthscale: {len(groups)} groups, {len(todo)} to train, "
-        f"{sum(len(g.cells) for g in groups)} models -> {workdir}", file=sys.stderr)
-  trained = 0
-  while (got := pull(workdir, c, order, stop, exit_when_idle, min(5.0, c.lease_s / 4))):
-    g, lease = got
-    lease.start()
-    ckpt = GroupCheckpoints(os.path.abspath(os.path.join(workdir, "checkpoints", g.id)))
-    live = LiveCurves(tracker, g)
+        f"{sum(len(g.cells) for g in groups)} models on {where} -> {workdir}", file=sys.stderr)
+  summary = threading.Lock()
+  trained = []
 
-    def before_save(step, curves):
-      lease.check()  # raises LeaseLost: nothing is saved
-      live(step, curves)
+  def serve(slot):
+    """One slot's loop: pull a group, train it on the slot's devices, write it."""
+    while (got := pull(workdir, c, order, stop, exit_when_idle, min(5.0, c.lease_s / 4))):
+      if train_one(c, task, workdir, *got, slot, tracker, stop, progress):
+        trained.append(got[0].id)
+        if report:
+          with summary:
+            refresh_summary(workdir, tracker)
 
+  if len(slots) == 1:
     try:
-      res = train_group(task, g.specs, train_config(c, g.length, g),
-                        steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
-                        threshold=c.eval.threshold, model=model_options(c, g),
-                        probed=cached_probe(c, task, g, devs),
-                        memory_limit=memory_limit(c, devs),
-                        progress=progress, devices=devices,
-                        desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
-                        checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set,
-                        before_save=before_save,
-                        on_progress=lambda step, rate: lease.update(step, c.train.steps, rate))
-      lease.check()  # still ours: write the results
-      for row, cell in zip(res.rows, g.cells):
-        row.update(group=g.id, model=cell.key)
-      live(c.train.steps, res.curves)
-      log_group(tracker, res.rows, res)  # first: a kill before the next line re-logs
-      results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
-    except Interrupted as e:
-      lease.release()  # the next worker (a requeued task) may resume it at once
-      ckpt.close()
-      print(f"depthscale: stopped; checkpoint of group {g.id} saved at step {e.step}. "
-            "Rerun the same command to resume.", file=sys.stderr)
+      serve(slots[0])
+    except Stopped:
       stop.hand_over()
-    except LeaseLost:
-      lease.release()
-      ckpt.close()
-      print(f"depthscale: group {g.id} was taken over by another worker (this worker's "
-            "lease lapsed); it wrote nothing more for it", file=sys.stderr)
-      continue
-    except BaseException:
-      lease.release()
-      ckpt.close()
-      raise
-    lease.release()
-    ckpt.close()
-    trained += 1
-    print(f"depthscale: group {g.id} done", file=sys.stderr)
-    if report:
-      refresh_summary(workdir, tracker)
+  else:
+    errors = []
+    def guarded(slot):
+      try:
+        serve(slot)
+      except BaseException as e:  # re-raised in the main thread below
+        errors.append(e)
+        stop.set = stop.set or not isinstance(e, Stopped)  # a bug stops the other slots
+    threads = [threading.Thread(target=guarded, args=(sl,), daemon=True) for sl in slots]
+    for t in threads:
+      t.start()
+    for t in threads:
+      while t.is_alive():
+        t.join(0.2)  # the main thread stays free to take signals
+    bugs = [e for e in errors if not isinstance(e, Stopped)]
+    if bugs:
+      raise bugs[0]
+    if errors:
+      stop.hand_over()
   rows = collect(workdir)
   if trained and report:
     wall = time.perf_counter() - wall0
@@ -383,6 +405,49 @@ def run(c, workdir: str, progress: bool = True, report=True, signals=True, devic
           f"{wall:.1f} s ({100 * tracker.seconds / wall:.1f}%); report: "
           f"{os.path.join(workdir, 'report.md')}", file=sys.stderr)
   return rows
+
+
+def train_one(c, task, workdir, g, lease, devs, tracker, stop, progress) -> bool:
+  """Train group `g` (leased) on `devs` and write its results; False if its lease was
+  lost (nothing written); raises Stopped after checkpointing on a stop request."""
+  lease.start()
+  ckpt = GroupCheckpoints(os.path.abspath(os.path.join(workdir, "checkpoints", g.id)))
+  live = LiveCurves(tracker, g)
+
+  def before_save(step, curves):
+    lease.check()  # raises LeaseLost: nothing is saved
+    live(step, curves)
+
+  try:
+    res = train_group(task, g.specs, train_config(c, g.length, g),
+                      steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
+                      threshold=c.eval.threshold, model=model_options(c, g),
+                      probed=cached_probe(c, task, g, devs),
+                      memory_limit=memory_limit(c, devs),
+                      progress=progress, devices=devs,
+                      desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
+                      checkpoint_every=c.checkpoint_every, should_stop=lambda: stop.set,
+                      before_save=before_save,
+                      on_progress=lambda step, rate: lease.update(step, c.train.steps, rate))
+    lease.check()  # still ours: write the results
+    for row, cell in zip(res.rows, g.cells):
+      row.update(group=g.id, model=cell.key)
+    live(c.train.steps, res.curves)
+    log_group(tracker, res.rows, res)  # first: a kill before the next line re-logs
+    results.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
+  except Interrupted as e:
+    print(f"depthscale: stopped; checkpoint of group {g.id} saved at step {e.step}. "
+          "Rerun the same command to resume.", file=sys.stderr)
+    raise Stopped() from None
+  except LeaseLost:
+    print(f"depthscale: group {g.id} was taken over by another worker (this worker's "
+          "lease lapsed); it wrote nothing more for it", file=sys.stderr)
+    return False
+  finally:
+    lease.release()  # on a stop: the next worker (a requeued task) may resume it at once
+    ckpt.close()
+  print(f"depthscale: group {g.id} done", file=sys.stderr)
+  return True
 
 
 def refresh_summary(workdir, tracker):
