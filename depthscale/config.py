@@ -199,6 +199,17 @@ def validate(c: ml_collections.ConfigDict):
   _num(c, "model.mlp_ratio", 1, integer=True)
   if c.model.dtype not in ("float32", "float64"):
     raise ConfigError(f"model.dtype: {c.model.dtype!r}; valid: float32, float64")
+  if c.model.compute_dtype not in ("float32", "bfloat16"):
+    raise ConfigError(f"model.compute_dtype: {c.model.compute_dtype!r}; valid: float32, "
+                      "bfloat16")
+  if c.model.compute_dtype == "bfloat16" and c.model.dtype == "float64":
+    raise ConfigError("model.compute_dtype: bfloat16 with model.dtype=float64; give "
+                      "model.dtype=float32 (or compute_dtype=float32)")
+  if c.model.attention not in ("einsum", "dot_product", "auto"):
+    raise ConfigError(f"model.attention: {c.model.attention!r}; valid: einsum, dot_product, "
+                      "auto")
+  if c.model.remat not in ("none", "block"):
+    raise ConfigError(f"model.remat: {c.model.remat!r}; valid: none, block")
   _num(c, "train.batch_size", 1, integer=True)
   steps = _num(c, "train.steps", 1, integer=True)
   k = _num(c, "train.steps_per_call", 1, integer=True)

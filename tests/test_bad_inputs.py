@@ -116,6 +116,14 @@ ROWS = [
      ["--devices", "CUDA_VISIBLE_DEVICES"], cuda_visible),
     ("bad --devices", ["--devices", "0,x"], ["--devices"]),
     ("unknown model.pos", ["--config.model.pos=alibi"], ["model.pos", "valid"]),
+    ("unknown model.compute_dtype", ["--config.model.compute_dtype=float16"],
+     ["model.compute_dtype", "valid: float32, bfloat16"]),
+    ("bfloat16 compute of float64 parameters", ["--config.model.compute_dtype=bfloat16",
+                                                "--config.model.dtype=float64"],
+     ["model.compute_dtype", "float64"]),
+    ("unknown model.attention", ["--config.model.attention=flash"],
+     ["model.attention", "valid: einsum, dot_product, auto"]),
+    ("unknown model.remat", ["--config.model.remat=full"], ["model.remat", "valid: none, block"]),
     ("lease_s 0", ["--config.lease_s=0"], ["lease_s"]),
 ]
 

@@ -3,6 +3,8 @@
 The model's static shape (ModelConfig) may be larger than the true shape of the model
 it runs: per-model `Arch` data (layer/repeat mask, width mask, true head size) makes a
 zero-padded parameter tree compute exactly what the true-shape model computes.
+Options: a compute dtype (bfloat16 matmuls; softmax, norms, rotary angles and outputs
+stay in `dtype`), the attention kernel, and rematerialised layers.
 Written for one model; never imports core/, sweep/ or tasks/.
 """
 from __future__ import annotations
@@ -30,8 +32,9 @@ class ModelConfig:
   repeats: int = 1               # > 1 only for looped models
   head_size: int | None = None   # per-head size; default width // heads
   dtype: str = "float32"         # parameters and activations (float64 needs jax_enable_x64)
-  compute_dtype: str | None = None  # e.g. "bfloat16": matmuls and activations in it,
-                                    # parameters, layer-norm statistics and outputs in dtype
+  compute_dtype: str | None = None  # e.g. "bfloat16": matmuls and activations in it;
+                                    # parameters, layer-norm statistics, attention softmax,
+                                    # rotary angles, final norm, head and outputs in dtype
   attention: str = "einsum"      # einsum | dot_product (jax.nn.dot_product_attention) | auto
   remat: str = "none"            # none | block (each layer recomputed in the backward pass)
 
@@ -84,15 +87,50 @@ class LayerNorm(nn.Module):
 
 
 def rotate(x_TxHxK, head_dim):
-  """Rotary embedding on interleaved pairs, frequencies from the true head size."""
+  """Rotary embedding on interleaved pairs, frequencies from the true head size. Angles
+  and the rotation are computed in at least float32 (bfloat16 holds positions exactly
+  only up to 256), the result is returned in the input's dtype."""
   t, _, k = x_TxHxK.shape
-  i = jnp.arange(k // 2, dtype=x_TxHxK.dtype)
-  inv_freq = 10000.0 ** (-2.0 * i / head_dim)  # true head size: same as unpadded
-  angle_TxI = jnp.arange(t, dtype=x_TxHxK.dtype)[:, None] * inv_freq[None, :]
+  wide = jnp.promote_types(x_TxHxK.dtype, jnp.float32)
+  i = jnp.arange(k // 2, dtype=wide)
+  inv_freq = 10000.0 ** (-2.0 * i / head_dim.astype(wide))  # true head size: as unpadded
+  angle_TxI = jnp.arange(t, dtype=wide)[:, None] * inv_freq[None, :]
   cos, sin = jnp.cos(angle_TxI)[:, None, :], jnp.sin(angle_TxI)[:, None, :]
-  x1, x2 = x_TxHxK[..., 0::2], x_TxHxK[..., 1::2]
+  x_TxHxK_wide = x_TxHxK.astype(wide)
+  x1, x2 = x_TxHxK_wide[..., 0::2], x_TxHxK_wide[..., 1::2]
   out = jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
   return out.reshape(x_TxHxK.shape).astype(x_TxHxK.dtype)
+
+
+def attention_impl(name: str) -> str:
+  """`auto` resolved at trace time: dot_product on GPU, einsum elsewhere."""
+  if name == "auto":
+    return "dot_product" if jax.default_backend() == "gpu" else "einsum"
+  if name not in ("einsum", "dot_product"):
+    raise ValueError(f"unknown attention {name!r}")
+  return name
+
+
+def causal_attention(q_TxHxK, k_TxHxK, v_TxHxK, head_dim, impl: str):
+  """softmax(q k^T / sqrt(head_dim)) v over earlier positions, per head. Logits and
+  softmax in at least float32; bfloat16 inputs multiply as bfloat16 with float32
+  accumulation, forward and backward (as jax.nn.dot_product_attention and cuDNN do).
+  Padded head units are zero (q.k unchanged; the scale uses the true `head_dim`); padded
+  heads have q = k = v = 0, so they attend uniformly to zeros and output 0."""
+  if impl == "dot_product":  # scale is per-model data (a tracer): fine for the XLA kernel
+    return jax.nn.dot_product_attention(q_TxHxK, k_TxHxK, v_TxHxK,
+                                        scale=jax.lax.rsqrt(head_dim), is_causal=True,
+                                        implementation=None)
+  wide = jnp.promote_types(q_TxHxK.dtype, jnp.float32)
+  bf16 = jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if q_TxHxK.dtype == jnp.bfloat16 else None
+  t = q_TxHxK.shape[0]
+  logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK, preferred_element_type=wide,
+                            precision=bf16)
+  logits_HxTxT = logits_HxTxT * jax.lax.rsqrt(head_dim).astype(wide)
+  causal_TxT = jnp.tril(jnp.ones((t, t), bool))
+  logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(wide).min)
+  attn_HxTxT = jax.nn.softmax(logits_HxTxT, axis=-1).astype(v_TxHxK.dtype)
+  return jnp.einsum("hts,shk->thk", attn_HxTxT, v_TxHxK)
 
 
 class Block(nn.Module):
@@ -112,13 +150,8 @@ class Block(nn.Module):
     v_TxHxK = nn.DenseGeneral((h, k), use_bias=False, kernel_init=init, **dt, name="v")(y)
     if cfg.pos == "rotary":
       q_TxHxK, k_TxHxK = rotate(q_TxHxK, arch.head_dim), rotate(k_TxHxK, arch.head_dim)
-    t = x_TxD.shape[0]
-    logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK) * jax.lax.rsqrt(
-        arch.head_dim).astype(q_TxHxK.dtype)
-    causal_TxT = jnp.tril(jnp.ones((t, t), bool))
-    logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(logits_HxTxT.dtype).min)
-    attn_HxTxT = jax.nn.softmax(logits_HxTxT, axis=-1)
-    o_TxHxK = jnp.einsum("hts,shk->thk", attn_HxTxT, v_TxHxK)
+    o_TxHxK = causal_attention(q_TxHxK, k_TxHxK, v_TxHxK, arch.head_dim,
+                               attention_impl(cfg.attention))
     x_TxD = x_TxD + on * nn.DenseGeneral(d, axis=(-2, -1), kernel_init=init, **dt, name="o")(o_TxHxK)
     y = LayerNorm(cfg.dtype, name="ln2")(x_TxD, arch.width_mask_D)
     y = nn.gelu(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, **dt, name="mlp_in")(y))
@@ -127,18 +160,25 @@ class Block(nn.Module):
 
 
 class Stack(nn.Module):
-  """`depth` layers with stacked parameters [depth, ...], scanned."""
+  """`depth` layers with stacked parameters [depth, ...], scanned; with remat="block"
+  each layer keeps only its input for the backward pass and recomputes the rest."""
   cfg: ModelConfig
 
   @nn.compact
   def __call__(self, x_TxD, arch: Arch):
+    if self.cfg.remat not in ("none", "block"):
+      raise ValueError(f"unknown remat {self.cfg.remat!r}")
+    layer = nn.remat(Block) if self.cfg.remat == "block" else Block
+
     def body(block, x, on):
       return block(x, on, arch), None
     # Unrolled for shallow stacks: measured +26% (tiny) and +48% (small) engine
     # throughput on CPU (no per-step copies of the stacked layer buffers; BUILD_NOTES).
+    # Never with remat: unrolled, remat saved no memory on XLA CPU (BUILD_NOTES).
+    unroll = self.cfg.depth if self.cfg.depth <= 6 and self.cfg.remat == "none" else 1
     scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
-                   length=self.cfg.depth, unroll=self.cfg.depth if self.cfg.depth <= 6 else 1)
-    x_TxD, _ = scan(Block(self.cfg, name="layer"), x_TxD, arch.layer_mask_L)
+                   length=self.cfg.depth, unroll=unroll)
+    x_TxD, _ = scan(layer(self.cfg, name="layer"), x_TxD, arch.layer_mask_L)
     return x_TxD
 
 
@@ -168,6 +208,9 @@ class Transformer(nn.Module):
       loop = nn.scan(body, variable_broadcast="params", split_rngs={"params": False},
                      length=cfg.repeats)
       x_TxD, _ = loop(stack, x_TxD, arch.repeat_mask_R)
-    x_TxD = LayerNorm(cfg.dtype, name="ln_f")(x_TxD, arch.width_mask_D)
-    out = nn.Dense(cfg.output_dim, kernel_init=init, **dt, name="head")(x_TxD)
-    return out.astype(cfg.dtype)
+    # The final norm and the (small) head run in dtype: the outputs, and the loss on
+    # them, are never rounded to the compute dtype.
+    x_TxD = LayerNorm(cfg.dtype, name="ln_f")(x_TxD.astype(cfg.dtype), arch.width_mask_D)
+    out = nn.Dense(cfg.output_dim, kernel_init=init, dtype=cfg.dtype, param_dtype=cfg.dtype,
+                   name="head")(x_TxD)
+    return out

@@ -1,0 +1,227 @@
+"""The study's model options: compute_dtype (bfloat16 matmuls, float32 where it matters),
+attention (einsum or jax.nn.dot_product_attention, padding-exact both) and remat (same
+numbers, less memory: tools/remat_memory.py)."""
+import jax
+import jax.extend.core as jex
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from depthscale import config, tasks
+from depthscale.core import ensemble, train
+from depthscale.core.ensemble import ModelSpec
+from depthscale.model import Transformer, transformer
+from depthscale.sweep import group, runner
+
+# Padded mixed shapes: model 1 has 2 of the group's 8 heads, 6 of its 8 head units and
+# 12 of its 32 residual units; model 2 head size 4 of 8. One layer each: compiles faster.
+MIXED = [ModelSpec(1, 32, 4, seed=0), ModelSpec(1, 12, 2, seed=1), ModelSpec(1, 32, 8, seed=2)]
+
+
+def _eqns(jaxpr):
+  """Every equation of a jaxpr, nested ones (scan bodies, remat) included."""
+  for e in jaxpr.eqns:
+    yield e
+    for sub in jex.jaxprs_in_params(e.params):
+      yield from _eqns(sub)
+
+
+def _group(task, specs, length, seed=0, **model):
+  """A padded group with random parameters, zero beyond each model's true shape as
+  ensemble.init_params leaves them (numpy: that init compiles for a long while)."""
+  cfg = ensemble.group_config(specs, max_len=task.seq_len(length),
+                              output_dim=task.output_dim(length), vocab=task.input_vocab,
+                              input_dim=task.input_dim, **model)
+  rng = np.random.default_rng(seed)
+
+  def fill(path, padded, *true):
+    name = path[-1].key
+    out = np.zeros((len(specs),) + padded.shape, padded.dtype)
+    for m, t in enumerate(true):
+      x = rng.normal(size=t.shape)
+      out[(m,) + tuple(slice(0, n) for n in t.shape)] = (
+          1 + 0.2 * x if name == "scale" else 0.2 * x if name == "bias" else 0.3 * x)
+    return jnp.asarray(out)
+  true = [_shapes(ensemble.true_config(cfg, s), s) for s in specs]
+  params_M = jax.tree_util.tree_map_with_path(fill, _shapes(cfg, specs[0], padded=True), *true)
+  return cfg, params_M, ensemble.stack_arch(specs, cfg)
+
+
+def _shapes(cfg, spec, padded=False):
+  """The parameter shapes of `cfg` (traced only)."""
+  shape = (cfg.depth, cfg.width, cfg.heads, cfg.repeats) if padded else spec.shape()
+  arch = transformer.arch_for(cfg, *shape)
+  return jax.eval_shape(lambda k: Transformer(cfg).init(
+      k, jnp.zeros((cfg.max_len,), jnp.int32), arch)["params"], jax.random.key(0))
+
+
+def _apply(cfg, params, arch, x_BxT):
+  """One model's outputs on a batch."""
+  return jax.vmap(lambda x: Transformer(cfg).apply({"params": params}, x, arch))(x_BxT)
+
+
+def _loss_and_grads(cfg, params_M, arch_M, batch, jit=True):
+  """Per-model loss on one batch, outputs, and gradients (the train step's loss)."""
+  def loss(params, arch):
+    out = _apply(cfg, params, arch, batch.inputs)
+    loss_BxT, _ = train.per_token_loss(out, batch.targets, "xent")
+    return (loss_BxT * batch.mask).sum() / batch.mask.sum(), out
+
+  fn = jax.vmap(jax.value_and_grad(loss, has_aux=True))
+  return (jax.jit(fn) if jit else fn)(params_M, arch_M)
+
+
+@pytest.mark.parametrize("attention", ["einsum", "dot_product"])
+def test_bfloat16_computes_matmuls_in_bfloat16_and_the_rest_in_float32(attention):
+  """The precision policy, read off the traced train-step loss and its gradients: every
+  matmul of the layers multiplies bfloat16 numbers (a float32 operand only with the
+  BF16_BF16_F32 algorithm, which rounds it to bfloat16 and accumulates in float32); the
+  head, attention logits, softmax, layer-norm statistics, rotary angles and the loss are
+  float32, and so are the outputs and gradients."""
+  task = tasks.make("khop", k=1)
+  cfg, params_M, arch_M = _group(task, MIXED, 8, pos="rotary", compute_dtype="bfloat16",
+                                 attention=attention)
+  batch = task.sample(jax.random.key(0), 2, 8)
+  step = lambda p, a: _loss_and_grads(cfg, p, a, batch, jit=False)
+  eqns = list(_eqns(jax.make_jaxpr(step)(params_M, arch_M).jaxpr))
+  dots = [(tuple(str(v.aval.dtype) for v in e.invars), str(e.params["precision"]))
+          for e in eqns if e.primitive.name == "dot_general"]
+  head = [d for d in dots if d[0] == ("float32", "float32")]
+  assert len(head) == 3, dots  # the head: forward and its two backward matmuls
+  bf16_f32 = str(jax.lax.DotAlgorithmPreset.BF16_BF16_F32)
+  for operands, precision in dots:
+    assert operands in {("bfloat16", "bfloat16"), ("float32", "float32")} or (
+        "bfloat16" in operands and precision == bf16_f32), (operands, precision)
+  logits = [e for e in eqns if e.primitive.name == "dot_general"
+            and e.params["preferred_element_type"] == jnp.float32
+            and str(e.invars[0].aval.dtype) == "bfloat16"]
+  assert logits, "attention logits are accumulated and returned in float32"
+  for name in ("exp", "cos", "sin", "rsqrt", "log"):
+    got = {str(e.outvars[0].aval.dtype) for e in eqns if e.primitive.name == name}
+    assert got == {"float32"}, (name, got)
+  (loss, out), grads = jax.eval_shape(step, params_M, arch_M)
+  assert loss.dtype == out.dtype == jnp.float32
+  assert {g.dtype for g in jax.tree.leaves(grads)} == {jnp.dtype("float32")}
+
+
+def _study(compute_dtype):
+  """Associative recall (1-hop), two seeds of one 2-layer model, as a study sets it."""
+  c = config.defaults()
+  c.task, c.task_options = "khop", {"k": 1}
+  c.grid.update(dict(depth=[2], width=[32], seed=[0, 1], lr=[3e-3], length=[16]))
+  c.model.update(dict(heads=2, compute_dtype=compute_dtype))
+  c.train.update(dict(batch_size=32, steps=300, steps_per_call=100))
+  c.checkpoint_every = 300
+  return c
+
+
+def test_bfloat16_study_tracks_float32_on_associative_recall():
+  """model.compute_dtype=bfloat16 through the study's path (validate, plan, model
+  options, group config): 300 steps of associative recall from the same initial state
+  track the float32 run, and the model that forms its induction head does so in both.
+  The program is test_core's bfloat16 test's: one compile per session (shared cache)."""
+  curves, start = {}, None
+  for ct in ("float32", "bfloat16"):
+    c = _study(ct)
+    task, (g,) = runner.planned(c)
+    tcfg = runner.train_config(c, g.length)
+    if start is None:  # float32: the group as a sweep builds it
+      cfg, state, hp, arch = group.build(task, g.specs, tcfg, runner.model_options(c))
+      start = jax.tree.map(jnp.copy, state)  # the chunk donates its state
+    else:  # the same float32 parameters: compute_dtype changes no parameter
+      cfg, state = group.model_config(task, g.specs, tcfg, runner.model_options(c)), start
+    assert cfg.compute_dtype == (None if ct == "float32" else "bfloat16")
+    state, m = train.make_train_chunk(task, cfg, tcfg, c.train.steps)(state, hp, arch)
+    assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype("float32")}
+    assert m["loss"].dtype == jnp.float32
+    curves[ct] = np.asarray(m["loss"]).reshape(12, 25, -1).mean(1)  # 25-step means
+  f32, bf16 = curves["float32"], curves["bfloat16"]
+  diff = np.abs(bf16 - f32).max()
+  learnt = {k: (v[-1] / v[0]).min() for k, v in curves.items()}
+  print(f"margin bf16 study: max |bf16 - f32| of 25-step mean losses {diff:.3f} (< 0.25); "
+        f"end/start of the model that learns: bf16 {learnt['bfloat16']:.3f}, "
+        f"f32 {learnt['float32']:.3f} (< 0.2)")
+  assert not np.array_equal(f32, bf16)  # the matmuls really ran in bfloat16
+  assert diff < 0.25
+  assert learnt["bfloat16"] < 0.2 and learnt["float32"] < 0.2
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("float64", 3e-6)])
+def test_dot_product_attention_equals_einsum_and_keeps_padding_exact(dtype, tol):
+  """jax.nn.dot_product_attention computes what the einsum path computes (its softmax is
+  float32 even for float64 inputs: hence the float64 tolerance) in a padded mixed-shape
+  group with rotary positions: outputs, and in float32 losses and gradients too. Padded
+  heads and head units are exact: their gradients are exactly zero, and a padded model
+  outputs what its true shape outputs (to the float32 softmax's rounding: XLA's exp may
+  differ by an ulp from one program to another)."""
+  task = tasks.make("khop", k=1)
+  grads = dtype == "float32"  # float64: outputs only (each gradient program compiles ~3 s)
+  with jax.enable_x64(dtype == "float64"):
+    batch = task.sample(jax.random.key(1), 4, 8)
+    got = {}
+    for attention in ("einsum", "dot_product"):
+      cfg, params_M, arch_M = _group(task, MIXED, 8, pos="rotary", dtype=dtype,
+                                     attention=attention)
+      if grads:
+        got[attention] = jax.tree.map(np.asarray,
+                                      _loss_and_grads(cfg, params_M, arch_M, batch))
+      else:
+        out = jax.jit(jax.vmap(lambda p, a: _apply(cfg, p, a, batch.inputs)))(params_M, arch_M)
+        got[attention] = ((np.zeros(1), np.asarray(out)), {})
+    s = MIXED[1]
+    tcfg = ensemble.true_config(cfg, s)
+    alone = jax.tree.map(lambda v, like: v[1][tuple(slice(0, n) for n in like.shape)],
+                         params_M, _shapes(tcfg, s))
+    alone_out = np.asarray(jax.jit(lambda p: _apply(
+        tcfg, p, transformer.arch_for(tcfg, s.depth, s.width, s.heads), batch.inputs))(alone))
+  (loss_e, out_e), grads_e = got["einsum"]
+  (loss_d, out_d), grads_d = got["dot_product"]
+  assert out_d.dtype == np.dtype(dtype)
+  rel = lambda a, b: np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
+  err = max([rel(out_d, out_e), rel(loss_d, loss_e)] +
+            [rel(a, b) for a, b in zip(jax.tree.leaves(grads_d), jax.tree.leaves(grads_e))])
+  pad_err = rel(out_d[1], alone_out)
+  pad_tol = {"float32": 1e-5, "float64": 1e-6}[dtype]
+  print(f"margin dot_product vs einsum ({dtype}): max relative difference {err:.2e} "
+        f"(< {tol}); padded vs true shape {pad_err:.2e} (< {pad_tol})")
+  assert err < tol and pad_err < pad_tol
+  if grads:
+    q = grads_d["stack"]["layer"]["q"]["kernel"]  # [M, depth, D, H, K]
+    assert np.all(q[1, :, :, 2:] == 0) and np.all(q[1, :, :, :, 6:] == 0)  # heads, units
+    assert np.all(q[1, :, 12:] == 0) and np.all(q[2, :, :, :, 4:] == 0)  # width, units
+    assert np.abs(q[1, :, :12, :2, :6]).min() > 0  # the true ones do learn
+
+
+def test_auto_attention_is_dot_product_on_gpu_only():
+  want = "dot_product" if jax.default_backend() == "gpu" else "einsum"
+  assert transformer.attention_impl("auto") == want
+  assert transformer.attention_impl("einsum") == "einsum"
+
+
+# A looped group of 3-layer blocks: without remat the layer scan is unrolled, with it not.
+REMAT = [ModelSpec(3, 32, 4, seed=0, repeats=2), ModelSpec(2, 16, 2, seed=1, repeats=1)]
+
+
+def test_remat_gives_the_same_losses_and_gradients_in_less_memory():
+  """remat="block" recomputes each layer in the backward pass: same loss and gradients
+  as without (the same operations; only fusion may round differently), and XLA's
+  compiled program holds fewer live intermediates (tools/remat_memory.py measures a
+  representative group)."""
+  task = tasks.make("khop", k=1)
+  batch = task.sample(jax.random.key(3), 16, 8)
+  got, temp = {}, {}
+  for remat in ("none", "block"):
+    cfg, params_M, arch_M = _group(task, REMAT, 8, pos="rotary", remat=remat)
+    step = lambda p, a: _loss_and_grads(cfg, p, a, batch, jit=False)
+    compiled = jax.jit(step).lower(params_M, arch_M).compile()
+    temp[remat] = compiled.memory_analysis().temp_size_in_bytes
+    got[remat] = jax.tree.map(np.asarray, compiled(params_M, arch_M))
+  (loss_n, _), grads_n = got["none"]
+  (loss_b, _), grads_b = got["block"]
+  loss_err = np.abs(loss_b - loss_n).max() / np.abs(loss_n).max()
+  err = max(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
+            for a, b in zip(jax.tree.leaves(grads_b), jax.tree.leaves(grads_n)))
+  print(f"margin remat: relative loss difference {loss_err:.2e} (< 1e-6), gradients "
+        f"{err:.2e} (< 1e-5); temp bytes {temp['none']} -> {temp['block']}")
+  assert loss_err < 1e-6 and err < 1e-5
+  assert temp["block"] < temp["none"]
