@@ -33,7 +33,10 @@ def cmd_plan(args, extras) -> int:
   probe = not args.no_probe and args.device is None
   if args.device is not None:
     from depthscale import devices
-    devices.lookup(args.device)  # a one-line error for an unknown name, before JAX starts
+    spec = devices.lookup(args.device)  # one-line error for an unknown name, before JAX
+    if spec is not None:  # `auto` weighs padding against compiles at that device's rate
+      dtype = "bfloat16" if c.model.compute_dtype == "bfloat16" else "float32"
+      task, groups = runner.planned(c, spec.peak_tflops[dtype] * 1e12 * c.plan.mfu)
   t = c.train
   print(f"{c.name}: {sum(len(g.cells) for g in groups)} models, {t.steps} steps each, "
         f"batch {t.batch_size}, compute {c.model.compute_dtype}", flush=True)
