@@ -11,10 +11,11 @@ import dataclasses
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from depthscale.core import ensemble
-from depthscale.model import Arch, ModelConfig, Transformer
+from depthscale.model import Arch, ModelConfig, Transformer, compact
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,10 @@ class TrainConfig:
   clip_norm: float = 1.0           # 0 disables global-norm clipping
   models_per_chunk: int = 0        # >0: run the vmapped step on this many models at a time
                                    # (lax.map over chunks; same results, less live memory)
+  layout: str = "pad"              # pad: every model runs the deepest model's layers (masked)
+                                   # compact: each layer only on the models that have it
+  profile: tuple = ()              # compact: static counts[r][t] (model/compact.py), set by
+                                   # `arrange` with the models' order; () for pad
 
   def stages(self) -> tuple[int, ...]:
     """Curriculum lengths 2, 4, 8, ... up to `length` (just `length` if none)."""
@@ -133,26 +138,27 @@ def per_token_loss(outputs, targets, loss: str):
   return err, (err < 0.1).astype(jnp.float32)
 
 
-def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
-  """One training step of ONE model: (state, hparams, arch) -> (state, metrics)."""
-  model, tx = Transformer(cfg), optimizer(tcfg)
+def _step_parts(task, tcfg: TrainConfig):
+  """The per-model pieces of a step, shared by both layouts: `prepare` (state, hp) ->
+  (batch, active_T); `loss_of` (outputs, batch, active_T) -> (loss, accuracy);
+  `update` (state, hp, grads, loss, acc) -> (state, metrics). Each is for ONE model."""
+  tx = optimizer(tcfg)
   stages = tcfg.stages()
   stage_pos = jnp.asarray([task.seq_len(n) for n in stages], jnp.int32)
   t = task.seq_len(tcfg.length)
 
-  def loss_fn(params, arch, batch, active_T):
-    out = jax.vmap(lambda x: model.apply({"params": params}, x, arch))(batch.inputs)
+  def prepare(state: State, hp: Hparams):
+    batch = task.sample(jax.random.fold_in(hp.data_key, state.step), tcfg.batch_size,
+                        tcfg.length)
+    return batch, jnp.arange(t) < stage_pos[state.stage]
+
+  def loss_of(out, batch, active_T):
     loss_BxT, correct_BxT = per_token_loss(out, batch.targets, task.loss)
     mask_BxT = (batch.mask & active_T[None]).astype(jnp.float32)
     count = jnp.maximum(mask_BxT.sum(), 1.0)
     return (loss_BxT * mask_BxT).sum() / count, (correct_BxT * mask_BxT).sum() / count
 
-  def step(state: State, hp: Hparams, arch: Arch):
-    batch = task.sample(jax.random.fold_in(hp.data_key, state.step), tcfg.batch_size,
-                        tcfg.length)
-    active_T = jnp.arange(t) < stage_pos[state.stage]
-    (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, arch, batch, active_T)
+  def update(state: State, hp: Hparams, grads, loss, acc):
     lr = learning_rate(hp, state.step, tcfg)
     opt_state = set_hyperparams(state.opt_state, lr, hp.weight_decay)
     updates, opt_state = tx.update(grads, opt_state, state.params)
@@ -174,7 +180,86 @@ def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
     metrics = dict(loss=loss, accuracy=acc, lr=lr, stage=state.stage, frozen=new.frozen)
     return new, metrics
 
+  return prepare, loss_of, update
+
+
+def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
+  """One training step of ONE model: (state, hparams, arch) -> (state, metrics)."""
+  model = Transformer(cfg)
+  prepare, loss_of, update = _step_parts(task, tcfg)
+
+  def loss_fn(params, arch, batch, active_T):
+    out = jax.vmap(lambda x: model.apply({"params": params}, x, arch))(batch.inputs)
+    return loss_of(out, batch, active_T)
+
+  def step(state: State, hp: Hparams, arch: Arch):
+    batch, active_T = prepare(state, hp)
+    (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state.params, arch, batch, active_T)
+    return update(state, hp, grads, loss, acc)
+
   return step
+
+
+def make_compact_step(task, cfg: ModelConfig, tcfg: TrainConfig):
+  """One training step of the M models of a compacted group (in program order): the
+  per-model pieces vmapped, the forward pass through model.compact (it sees M).
+  Gradients of the summed losses are each model's own (models share no parameters)."""
+  prepare, loss_of, update = _step_parts(task, tcfg)
+
+  def step_M(state_M: State, hp_M: Hparams, arch_M: Arch):
+    batch_M, active_M = jax.vmap(prepare)(state_M, hp_M)
+
+    def total(params_M):
+      out_M = compact.forward(cfg, tcfg.profile, params_M, batch_M.inputs, arch_M)
+      loss_M, acc_M = jax.vmap(loss_of)(out_M, batch_M, active_M)
+      return loss_M.sum(), (loss_M, acc_M)
+    (_, (loss_M, acc_M)), grads_M = jax.value_and_grad(total, has_aux=True)(state_M.params)
+    return jax.vmap(update)(state_M, hp_M, grads_M, loss_M, acc_M)
+
+  return step_M
+
+
+def local_chunk(models_per_chunk: int, n_devices: int) -> int:
+  """models_per_chunk of a compacted group counts models over all devices (as for pad):
+  each device runs its share of a chunk."""
+  return max(1, models_per_chunk // n_devices) if models_per_chunk > 0 else 0
+
+
+def arrange(specs, tcfg: TrainConfig, n_devices: int = 1):
+  """(order, tcfg) of a group's program: for layout compact, the specs' indices in
+  program order (deepest first, dealt over the devices) and tcfg with the static
+  profile of every device's (and chunk's) models; (None, tcfg) for pad."""
+  if tcfg.layout == "pad":
+    return None, tcfg
+  if tcfg.layout != "compact":
+    raise ValueError(f"unknown layout {tcfg.layout!r}")
+  if len(specs) % n_devices:
+    raise ValueError(f"{len(specs)} models do not divide over {n_devices} devices")
+  shapes = [(s.depth, s.repeats) for s in specs]
+  m = len(specs) // n_devices
+  lanes = n_devices * (m // chunk_size(m, local_chunk(tcfg.models_per_chunk, n_devices)))
+  return (compact.order(shapes, n_devices),
+          dataclasses.replace(tcfg, profile=compact.profile(shapes, lanes)))
+
+
+def group_step(task, cfg: ModelConfig, tcfg: TrainConfig, devices=None):
+  """The step of all M models: (state_M, hparams_M, arch_M) -> (state_M, metrics {name:
+  [M]}). pad: the one-model step vmapped once. compact: make_compact_step, on each
+  device's block of models (shard_map over `devices` when more than one)."""
+  if tcfg.layout == "pad":
+    return map_models(jax.vmap(make_step(task, cfg, tcfg)),  # the one vmap over models
+                      tcfg.models_per_chunk)
+  if not tcfg.profile:
+    raise ValueError("a compact layout needs its profile: see train.arrange")
+  n = len(devices) if devices else 1
+  step_M = map_models(make_compact_step(task, cfg, tcfg), local_chunk(tcfg.models_per_chunk, n))
+  if n == 1:
+    return step_M
+  by_model = jax.sharding.PartitionSpec("models")
+  mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
+  return jax.shard_map(step_M, mesh=mesh, in_specs=(by_model,) * 3,
+                       out_specs=(by_model, by_model))
 
 
 def chunk_size(m: int, models_per_chunk: int) -> int:
@@ -201,11 +286,10 @@ def map_models(fn_M, models_per_chunk: int):
   return run
 
 
-def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
+def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int, devices=None):
   """`steps_per_call` steps of all M models: (state_M, hparams_M, arch_M) ->
   (state_M, metrics {name: [K, M]}). Un-jitted; see make_train_chunk."""
-  step_M = map_models(jax.vmap(make_step(task, cfg, tcfg)),  # the one vmap over models
-                      tcfg.models_per_chunk)
+  step_M = group_step(task, cfg, tcfg, devices)
 
   def chunk(state_M, hp_M, arch_M):
     return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,
@@ -214,18 +298,22 @@ def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
   return chunk
 
 
-def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int):
+def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int,
+                     devices=None):
   """chunk_fn, jitted, with the state donated: one dispatch runs K steps of M models."""
-  return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call), donate_argnums=0)
+  return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call, devices), donate_argnums=0)
 
 
-def make_train_steps(task, cfg: ModelConfig, tcfg: TrainConfig, max_steps: int):
+def make_train_steps(task, cfg: ModelConfig, tcfg: TrainConfig, max_steps: int,
+                     devices=None):
   """Like make_train_chunk, but the number of steps is an argument: (state_M, hparams_M,
   arch_M, n) runs n <= max_steps steps (a while loop) and returns metrics {name:
   [max_steps, M]} whose first n rows are filled. One program serves every n, so a
   caller can size its dispatches by time (a stop request is then served within one
-  short dispatch, whatever max_steps is). Each step is the same step as in the scan."""
-  step_M = map_models(jax.vmap(make_step(task, cfg, tcfg)), tcfg.models_per_chunk)
+  short dispatch, whatever max_steps is). Each step is the same step as in the scan.
+  `devices`: those the models axis is sharded over (a compacted group's step runs per
+  device)."""
+  step_M = group_step(task, cfg, tcfg, devices)
 
   def run(state_M, hp_M, arch_M, n):
     _, like = jax.eval_shape(step_M, state_M, hp_M, arch_M)

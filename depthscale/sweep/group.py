@@ -60,6 +60,18 @@ def build(task, specs, tcfg: train.TrainConfig, model: dict | None = None, devic
   return (cfg,) + inputs
 
 
+def in_order(specs, order):
+  """The specs in program order (`order` from train.arrange; None: as given)."""
+  return list(specs) if order is None else [specs[i] for i in order]
+
+
+def take(tree, index, axis: int = 0):
+  """Host copies of every leaf with its models axis reordered by `index` (None: as is)."""
+  if index is None:
+    return tree
+  return jax.tree.map(lambda x: np.take(np.asarray(x), index, axis=axis), tree)
+
+
 def fill(specs, n_devices: int):
   """Specs padded with copies of the last one so that M divides over the devices (the
   copies' results are dropped); models never talk to each other, so no collectives."""
@@ -123,20 +135,25 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   n_real = len(specs)
   devices = devices or jax.local_devices()
   specs = fill(specs, len(devices))
-  cfg, state, hp, arch = build(task, specs, tcfg, model, devices=devices)
+  # A compacted group runs its models in program order (deepest first, dealt over the
+  # devices); curves, rows, evaluation and checkpoints stay in spec order.
+  order, tcfg = train.arrange(specs, tcfg, len(devices))
+  back = None if order is None else np.argsort(order)  # program -> spec order
+  cfg, state, hp, arch = build(task, in_order(specs, order), tcfg, model, devices=devices)
   m = len(specs)
   curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
   start = 0
   if checkpoints is not None:  # checkpoints hold the real models only: any device count
     step, saved = checkpoints.restore_latest(
-        {"state": real_models(state, n_real), "curves": real_models(curves, n_real, 1)})
+        {"state": real_models(take(state, back), n_real),
+         "curves": real_models(curves, n_real, 1)})
     if step is not None:
       state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding),
-                           refill(saved["state"], m), state)  # where the fresh state lives
+                           take(refill(saved["state"], m), order), state)  # where it lives
       curves, start = refill(saved["curves"], m, 1), step
       print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
   t0 = time.perf_counter()
-  steps_fn = train.make_train_steps(task, cfg, tcfg, k).lower(
+  steps_fn = train.make_train_steps(task, cfg, tcfg, k, devices).lower(
       state, hp, arch, np.int32(1)).compile()
   compile_s, memory = time.perf_counter() - t0, compiled_memory_bytes(steps_fn)
   if memory_limit and memory > memory_limit:
@@ -156,7 +173,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
       rate = n / max(now - last_done, 1e-9)
     last_done, pending = now, None
     for name in CURVES:
-      curves[name][first:first + n] = got[name][:n]
+      curves[name][first:first + n] = take(got[name][:n], back, 1)
     bar.update(n)
     if on_progress is not None:
       on_progress(first + n, rate)
@@ -178,7 +195,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
         s0 = time.perf_counter()
         if before_save is not None:
           before_save(at, curves)
-        checkpoints.save(at, {"state": real_models(state, n_real),
+        checkpoints.save(at, {"state": real_models(take(state, back), n_real),
                               "curves": real_models(curves, n_real, 1)})
         last_done = None  # the save's time is not training time
         save_s += time.perf_counter() - s0
@@ -190,10 +207,10 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   bar.close()
   train_s = time.perf_counter() - t0 - save_s  # checkpoints and live logging: save_s
   batch = metrics.held_out(task, tcfg.length, eval_size)
-  res = metrics.make_evaluate(task, cfg)(state.params, arch, batch)
+  res = take(metrics.make_evaluate(task, cfg)(state.params, arch, batch), back)
   mask_T = np.asarray(batch.mask).any(0)
   rows = metrics.summarize(res, mask_T, threshold)[:n_real]
-  specs, frozen = specs[:n_real], np.asarray(state.frozen)
+  specs, frozen = specs[:n_real], take(np.asarray(state.frozen), back)
   for i, (spec, row) in enumerate(zip(specs, rows)):
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,

@@ -74,9 +74,11 @@ def store(sig: str, probe: Probe) -> None:
 def compile_group(task, specs, tcfg, model, steps_per_call, devices):
   """(compiled program, its inputs, compile seconds) of a group as train_group runs it."""
   specs = group_lib.fill(specs, len(devices))
-  cfg, state, hp, arch = group_lib.build(task, specs, tcfg, model, devices=devices)
+  order, tcfg = train.arrange(specs, tcfg, len(devices))
+  cfg, state, hp, arch = group_lib.build(task, group_lib.in_order(specs, order), tcfg, model,
+                                         devices=devices)
   t0 = time.perf_counter()
-  fn = train.make_train_steps(task, cfg, tcfg, steps_per_call)
+  fn = train.make_train_steps(task, cfg, tcfg, steps_per_call, devices)
   compiled = fn.lower(state, hp, arch, np.int32(1)).compile()
   return compiled, (state, hp, arch), time.perf_counter() - t0
 
