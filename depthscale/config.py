@@ -247,8 +247,9 @@ def validate(c: ml_collections.ConfigDict):
   if v > 1:
     raise ConfigError(f"plan.mfu: {v!r} is a fraction of the device's peak; give a number "
                       "in (0, 1]")
-  if c.plan.strategy not in ("auto", "bucket", "pad"):
-    raise ConfigError(f"plan.strategy: {c.plan.strategy!r}; valid: auto, bucket, pad")
+  if c.plan.strategy not in ("auto", "bucket", "pad", "compact"):
+    raise ConfigError(f"plan.strategy: {c.plan.strategy!r}; valid: auto, bucket, pad, "
+                      "compact")
   _num(c, "plan.max_models_per_group", 1, integer=True)
   if c.wandb.mode not in ("", "online", "offline", "disabled"):
     raise ConfigError(f"wandb.mode: {c.wandb.mode!r}; valid: '', online, offline, disabled")

@@ -16,7 +16,8 @@ def _row(c, task, g, out_dim):
                                      c.model.mlp_ratio, out_dim)
   return dict(id=g.id, models=len(g.cells), length=g.length, shape=list(g.padded_shape()),
               computed_flops=computed, useful_flops=useful,
-              models_per_chunk=g.models_per_chunk, remat=g.remat or c.model.remat)
+              models_per_chunk=g.models_per_chunk, remat=g.remat or c.model.remat,
+              layout=g.layout)
 
 
 def probed(c, task, groups, devs, progress=lambda it, total: it) -> dict:

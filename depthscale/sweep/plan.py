@@ -2,7 +2,8 @@
 
 Models of one length may share a program. `pad` puts them all in one padded program
 (wasted FLOPs, one compile); `bucket` gives each true shape its own program (no waste,
-more compiles); `auto` picks per length by the cost model below.
+more compiles); `compact` is `pad` whose layers run only on the models that have them
+(model/compact.py: width still padded); `auto` picks per length by the cost model below.
 Imports core.ensemble and sweep.grid; writes nothing.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import heapq
 
 from depthscale.config import ConfigError
+from depthscale.model import compact
 from depthscale.sweep.grid import Cell
 
 
@@ -27,11 +29,13 @@ def step_flops(depth: int, width: int, repeats: int, seq: int, batch: int,
 @dataclasses.dataclass(frozen=True)
 class Group:
   """Models that share one compiled program. `models_per_chunk` and `remat` ("" = the
-  study's) are set by the memory fit; they never change the group's id or results."""
+  study's) are set by the memory fit, `layout` (pad | compact) by the strategy; they
+  never change the group's id or results."""
   cells: tuple[Cell, ...]
   length: int
   models_per_chunk: int = 0
   remat: str = ""
+  layout: str = "pad"
 
   @property
   def id(self) -> str:
@@ -49,9 +53,16 @@ class Group:
 
 
 def group_cost(g: Group, seq: int, batch: int, steps: int, mlp_ratio=4, out_dim=0):
-  """(padded FLOPs, useful FLOPs) of training the whole group."""
+  """(computed FLOPs, useful FLOPs) of training the whole group: computed = padded to the
+  group's shape, or for a compact group at its padded width the model-layers the
+  compacted stack runs (compact.computed_layers, on one device) plus every head."""
   d, w, r = g.padded_shape()
   padded = len(g.cells) * step_flops(d, w, r, seq, batch, mlp_ratio, out_dim) * steps
+  if g.layout == "compact":
+    layers = compact.computed_layers(compact.profile([(s.depth, s.repeats) for s in g.specs],
+                                                     1))
+    heads = len(g.cells) * step_flops(0, w, 1, seq, batch, mlp_ratio, out_dim)
+    padded = (layers * step_flops(1, w, 1, seq, batch, mlp_ratio, 0) + heads) * steps
   useful = sum(step_flops(s.depth, s.width, s.repeats, seq, batch, mlp_ratio, out_dim)
                for s in g.specs) * steps
   return padded, useful
@@ -118,7 +129,8 @@ def fit_memory(groups: list[Group], limit_bytes: float, measure, c, seq_len, voc
                         "limit, or lower train.batch_size or the model's size")
     half = -(-len(g.cells) // 2)
     log(f"group {g.id}: split in two to fit {gb}")
-    return fit(Group(g.cells[:half], g.length)) + fit(Group(g.cells[half:], g.length))
+    return (fit(Group(g.cells[:half], g.length, layout=g.layout))
+            + fit(Group(g.cells[half:], g.length, layout=g.layout)))
 
   return [part for g in groups for part in fit(g)]
 
@@ -139,12 +151,14 @@ def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0,
     for x in here:
       shapes.setdefault(x.spec.shape(), []).append(x)
     bucket = [Group(ch, length) for v in shapes.values() for ch in _chunks(v, cap)]
+    options = dict(pad=pad, bucket=bucket,
+                   compact=[dataclasses.replace(g, layout="compact") for g in pad])
     strategy = c.plan.strategy
-    if strategy == "auto":
+    if strategy == "auto":  # ties to pad, then bucket (compact only where it saves FLOPs)
       cost = lambda gs: sum(group_cost(g, seq, batch, steps, c.model.mlp_ratio, out_dim)[0]
                             * secs_per_flop + c.plan.compile_s for g in gs)
-      strategy = "pad" if cost(pad) <= cost(bucket) else "bucket"
-    groups.extend(pad if strategy == "pad" else bucket)
+      strategy = min(("pad", "bucket", "compact"), key=lambda k: cost(options[k]))
+    groups.extend(options[strategy])
   return groups
 
 
@@ -171,14 +185,15 @@ def slot_size(n_devices: int, group_sizes) -> int:
 
 def to_json(groups: list[Group]) -> list[dict]:
   return [dict(id=g.id, length=g.length, cells=[x.key for x in g.cells],
-               models_per_chunk=g.models_per_chunk, remat=g.remat) for g in groups]
+               models_per_chunk=g.models_per_chunk, remat=g.remat, layout=g.layout)
+          for g in groups]
 
 
 def from_json(rows: list[dict], cells: list[Cell]) -> list[Group]:
   """The groups of a saved plan, over today's cells (a ValueError if they differ)."""
   by_key = {x.key: x for x in cells}
   groups = [Group(tuple(by_key[k] for k in r["cells"]), r["length"], r["models_per_chunk"],
-                  r["remat"]) for r in rows]
+                  r["remat"], r.get("layout", "pad")) for r in rows]  # older plans: pad
   if sorted(x.key for g in groups for x in g.cells) != sorted(by_key):
     raise ValueError("the saved plan's models differ from the study's")
   return groups
@@ -197,7 +212,7 @@ def memory_bytes(g: Group, seq: int, batch: int, mlp_ratio=4, vocab=0, out_dim=0
 def cost_fn(task, c, out_dim=0):
   """Seconds a group is expected to take (the planner's cost model)."""
   def cost(g: Group) -> float:
-    padded, _ = group_cost(g, task.seq_len(g.length), c.train.batch_size, c.train.steps,
-                           c.model.mlp_ratio, out_dim)
-    return padded / (c.plan.gflops * 1e9) + c.plan.compile_s
+    computed, _ = group_cost(g, task.seq_len(g.length), c.train.batch_size, c.train.steps,
+                             c.model.mlp_ratio, out_dim)
+    return computed / (c.plan.gflops * 1e9) + c.plan.compile_s
   return cost

@@ -97,12 +97,14 @@ def prepare_workdir(c, workdir: str) -> None:
 
 
 def train_config(c, length: int, g: plan.Group | None = None) -> train.TrainConfig:
-  """The group's TrainConfig; the memory fit's models_per_chunk (if any) wins."""
+  """The group's TrainConfig; the memory fit's models_per_chunk (if any) wins; the
+  plan's layout (pad or compact)."""
   t = c.train
   return train.TrainConfig(batch_size=t.batch_size, length=length, total_steps=t.steps,
                            curriculum=t.curriculum, steps_per_stage=t.steps_per_stage,
                            advance_at=t.advance_at, decay=t.decay, clip_norm=t.clip_norm,
-                           models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk)
+                           models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk,
+                           layout=g.layout if g else "pad")
 
 
 def model_options(c, g: plan.Group | None = None) -> dict:
