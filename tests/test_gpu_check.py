@@ -1,6 +1,7 @@
-"""tools/gpu_check.sh in quick mode on this CPU: one JSON whose numbers agree with the
-files it merged (the bench JSON, the plan JSON, the study's results.csv); and the merge
-on a made-up work dir where the plan step failed: the error text is kept, "ok" is false.
+"""tools/gpu_check.sh in quick mode on this CPU (no benches: minutes on a CPU): one JSON
+whose numbers agree with the files it merged (the plan JSON, the study's results.csv);
+the merge of a bench JSON; and the merge on a made-up work dir where the plan step
+failed: the error text is kept, "ok" is false.
 """
 import csv
 import json
@@ -28,7 +29,7 @@ def test_quick_mode_on_cpu(tmp_path):
       p.stdout + json.dumps({k: s.get("error") for k, s in result["steps"].items()}))
   assert result["quick"] is True
   steps = result["steps"]
-  for name in ("devices_float32", "devices_bfloat16", "bench_tiny", "plan", "run"):
+  for name in ("devices_float32", "devices_bfloat16", "plan", "run"):
     assert steps[name]["status"] == "ok" and steps[name]["rc"] == 0
     assert steps[name]["seconds"] > 0 and steps[name]["cmd"].startswith("depthscale ")
   assert steps["bench_medium"]["status"] == "skipped" and result["medium"].startswith("skipped")
@@ -40,14 +41,7 @@ def test_quick_mode_on_cpu(tmp_path):
   assert (f32["dtype"], bf16["dtype"]) == ("float32", "bfloat16")
   assert f32["matmul_peak_gflops"] > 0 and bf16["matmul_peak_gflops"] > 0
 
-  tiny = result["tiny"]
-  bench = tiny["bench"]
-  assert tiny["models"] == bench["preset"]["models"] == 8 and tiny["meets_target"] is None
-  assert tiny["engine_over_sequential"] == bench["engine_over_sequential"]
-  per_round = [r["engine_model_steps_per_s"] / r["sequential_model_steps_per_s"]
-               for r in bench["rounds"]]
-  assert tiny["engine_over_sequential"] == pytest.approx(statistics.median(per_round))
-  assert tiny["engine_model_steps_per_s"] == bench["engine"]["model_steps_per_s"]
+  assert steps["bench_tiny"]["status"] == "skipped"  # its merge: the test below
 
   with open(work / "smoke" / "results.csv") as f:
     rows = list(csv.DictReader(f))
@@ -96,3 +90,25 @@ def test_a_failed_step_is_recorded_and_the_rest_merged(tmp_path, capsys):
   assert result["mixed"] == "absent" and steps["bench_mixed"]["status"] == "absent"
   assert result["devices"]["bfloat16"]["dtype"] == "bfloat16"
   assert "FAILED: bench_tiny, plan, run" in capsys.readouterr().out
+
+
+def test_the_tiny_bench_is_merged_with_its_target(tmp_path):
+  """A bench JSON as `depthscale bench` writes it (made up: 3 rounds on a GPU): the
+  summary's ratio is the bench's median of per-round ratios, judged against 50x."""
+  work = tmp_path
+  rounds = [dict(engine_model_steps_per_s=e, sequential_model_steps_per_s=q)
+            for e, q in ((6000.0, 100.0), (5800.0, 120.0), (6100.0, 110.0))]
+  ratios = [r["engine_model_steps_per_s"] / r["sequential_model_steps_per_s"] for r in rounds]
+  bench = {"preset": {"models": 256}, "device": {"platform": "gpu"}, "rounds": rounds,
+           "engine": {"model_steps_per_s": 6000.0}, "sequential": {"model_steps_per_s": 110.0},
+           "engine_over_sequential": statistics.median(ratios)}
+  write_step(work, "bench_tiny", 0, cmd=("bench", "--preset", "tiny"))
+  (work / "bench_tiny.json").write_text(json.dumps(bench))
+  result = gpu_check.merge(str(work), quick=False)
+  tiny = result["tiny"]
+  assert tiny["models"] == 256 and tiny["bench"] == bench
+  assert tiny["engine_over_sequential"] == pytest.approx(statistics.median(ratios))  # 52.7
+  assert tiny["meets_target"] is True
+  bench["engine_over_sequential"] = 40.0
+  (work / "bench_tiny.json").write_text(json.dumps(bench))
+  assert gpu_check.merge(str(work), quick=False)["tiny"]["meets_target"] is False
