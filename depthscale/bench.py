@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from depthscale import tasks
 from depthscale.core import ensemble, train
 from depthscale.errors import UserError
+from depthscale.model import compact
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,10 +56,19 @@ FLOPS_FORMULA = (
     "per layer and sequence)")
 
 
+# `mixed`: one grid of mixed depths trained three ways (run_mixed), not engine vs sequential
+MIXED = Preset(width=64, depth=8, seq=32, batch=16, heads=4, engine_k=4, sequential_steps=0,
+               rounds=5)
+MIXED_DEPTHS, MIXED_SEEDS, MIXED_LRS = tuple(range(1, 9)), (0, 1), (1e-3, 3e-3)
+PRESET_NAMES = tuple(PRESETS) + ("mixed",)
+
+
 def check_preset(name: str) -> Preset:
   """The preset called `name`, or a one-line ValueError listing the valid ones."""
+  if name == "mixed":
+    return MIXED
   if name not in PRESETS:
-    raise UserError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    raise UserError(f"unknown preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
   return PRESETS[name]
 
 
@@ -131,17 +141,21 @@ def init_grid(task, p: Preset, specs, models_per_chunk: int = 0, dtype: str = "f
 
 
 def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0,
-                dtype: str = "float32"):
-  """Compile and warm up the engine; returns (one timed dispatch -> seconds, compile_s)."""
+                dtype: str = "float32", layout: str = "pad", name: str = "engine"):
+  """Compile and warm up the engine; returns (one timed dispatch -> seconds, compile_s).
+  layout compact: the specs run in train.arrange's order (results are not read here)."""
+  order, _ = train.arrange(specs, train.TrainConfig(1, 1, 1, layout=layout), len(devices))
+  specs = specs if order is None else [specs[i] for i in order]
   cfg, tcfg, state_M = init_grid(task, p, specs, models_per_chunk, dtype)
+  _, tcfg = train.arrange(specs, dataclasses.replace(tcfg, layout=layout), len(devices))
   hp_M, arch_M = train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)
   if len(devices) > 1:
     state_M, hp_M, arch_M = _shard_models((state_M, hp_M, arch_M), devices)
   t0 = time.perf_counter()
-  chunk = train.make_train_chunk(task, cfg, tcfg, p.engine_k)
+  chunk = train.make_train_chunk(task, cfg, tcfg, p.engine_k, devices)
   chunk = chunk.lower(state_M, hp_M, arch_M).compile()
   compile_s = time.perf_counter() - t0
-  log(f"engine: compiled in {compile_s:.1f}s; warm-up dispatch of {p.engine_k} steps")
+  log(f"{name}: compiled in {compile_s:.1f}s; warm-up dispatch of {p.engine_k} steps")
   carry = [chunk(state_M, hp_M, arch_M)[0]]  # the state is donated: keep only the newest
   jax.block_until_ready(carry[0])
 
@@ -193,12 +207,86 @@ def resolve_devices(count: int | None, models: int = NUM_MODELS) -> list:
   return local[:count]
 
 
+def mixed_specs(p: Preset = MIXED) -> list[ensemble.ModelSpec]:
+  """The mixed preset's grid: every depth x seed x learning rate, at one width."""
+  return [ensemble.ModelSpec(depth=d, width=p.width, heads=p.heads, seed=s, lr=lr)
+          for d in MIXED_DEPTHS for s in MIXED_SEEDS for lr in MIXED_LRS]
+
+
+def run_mixed(devices: int | None = None, dtype: str = "float32",
+              log: Callable[[str], None] = print) -> dict:
+  """One mixed-depth grid trained three ways, interleaved in rounds: `compact` (one
+  compacted program), `pad` (one padded program), `bucket` (one program per depth, run
+  one after another). Rates are useful model-steps/s (every way does the same work)."""
+  start, p = time.perf_counter(), MIXED
+  task, specs = tasks.make(TASK, **TASK_OPTIONS), mixed_specs()
+  n = len(specs)
+  devs = resolve_devices(devices, n)
+  per_depth = len(MIXED_SEEDS) * len(MIXED_LRS)
+  bucket_devs = devs if per_depth % len(devs) == 0 else devs[:1]
+  dev = jax.devices()[0]
+  log(f"bench mixed: {n} models, depths {MIXED_DEPTHS[0]}-{MIXED_DEPTHS[-1]}, width "
+      f"{p.width}, seq {p.seq}, batch {p.batch}, heads {p.heads} on {len(devs)} x "
+      f"{dev.device_kind}")
+  runs = {}
+  for layout in ("compact", "pad"):
+    runs[layout] = make_engine(task, p, specs, devs, log, dtype=dtype, layout=layout,
+                               name=layout)
+  buckets = [make_engine(task, p, specs[i:i + per_depth], bucket_devs, log, dtype=dtype,
+                         name=f"bucket depth {specs[i].depth}")
+             for i in range(0, n, per_depth)]
+  runs["bucket"] = (lambda: sum(dispatch() for dispatch, _ in buckets),
+                    sum(c for _, c in buckets))
+  rounds = []
+  for r in range(p.rounds):
+    row = {f"{k}_model_steps_per_s": n * p.engine_k / dispatch()
+           for k, (dispatch, _) in runs.items()}
+    rounds.append(row)
+    log(f"round {r + 1}/{p.rounds}: " + ", ".join(
+        f"{k} {row[f'{k}_model_steps_per_s']:.1f}" for k in runs) + " model-steps/s")
+  median = lambda f: statistics.median(f(row) for row in rounds)
+  out = {k: {"model_steps_per_s": median(lambda row: row[f"{k}_model_steps_per_s"]),
+             "compile_s": compile_s} for k, (_, compile_s) in runs.items()}
+  ratio = lambda a, b: median(lambda row: row[f"{a}_model_steps_per_s"]
+                              / row[f"{b}_model_steps_per_s"])
+  useful = sum(d for d in MIXED_DEPTHS) * per_depth
+  return {
+      "preset": {"name": "mixed", **dataclasses.asdict(p), "task": TASK, **TASK_OPTIONS,
+                 "models": n, "grid": {"depths": list(MIXED_DEPTHS), "seeds": list(MIXED_SEEDS),
+                                       "lrs": list(MIXED_LRS)}},
+      "device": {"kind": dev.device_kind, "platform": dev.platform,
+                 "count": jax.device_count(), "used": len(devs),
+                 "used_by_bucket": len(bucket_devs)},
+      "dtype": {"compute": dtype, "parameters": "float32"},
+      **out,
+      "how": {"compact": "one program, layout compact (each layer band only on the models "
+                         "that have it)",
+              "pad": "one program, every model runs the deepest model's layers (masked)",
+              "bucket": f"{len(buckets)} programs (one per depth), one dispatch each in turn"},
+      "layers": {"useful": useful, "pad": MIXED_DEPTHS[-1] * n,
+                 "compact": compact.computed_layers(compact.profile(
+                     [(s.depth, s.repeats) for s in specs], len(devs)))},
+      "compact_over_pad": ratio("compact", "pad"),
+      "compact_over_bucket": ratio("compact", "bucket"),
+      "compact_compile_over_pad": out["compact"]["compile_s"] / out["pad"]["compile_s"],
+      "ratios": "medians over rounds of each round's own ratio (interleaved on a shared machine)",
+      "steps_per_dispatch": p.engine_k,
+      "rounds": rounds,
+      "wall_s": time.perf_counter() - start,
+  }
+
+
 def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | None = None,
               dtype: str = "float32", models: int = NUM_MODELS,
               log: Callable[[str], None] = print) -> dict:
-  """Engine vs sequential throughput and matmul peak for `preset`, as a JSON-ready dict."""
+  """Engine vs sequential throughput and matmul peak for `preset`, as a JSON-ready dict
+  (preset mixed: run_mixed)."""
   start = time.perf_counter()
   p = check_preset(preset)
+  if preset == "mixed":
+    if dtype not in DTYPES:
+      raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    return run_mixed(devices, dtype, log)
   if dtype not in DTYPES:
     raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
   n = check_models(models)

@@ -162,6 +162,13 @@ def cmd_bench(args, extras) -> int:
       f.write("\n")
   except OSError as e:
     raise UsageError(f"cannot write --json {args.json!r} ({e.strerror}); choose another path")
+  if args.preset == "mixed":
+    print("model-steps/s: " + ", ".join(f"{k} {result[k]['model_steps_per_s']:.1f} (compile "
+                                        f"{result[k]['compile_s']:.1f} s)"
+                                        for k in ("compact", "pad", "bucket"))
+          + f"; compact/pad {result['compact_over_pad']:.2f}, compact/bucket "
+          f"{result['compact_over_bucket']:.2f}; wrote {args.json}")
+    return 0
   e, s = result["engine"], result["sequential"]
   print(f"engine {e['model_steps_per_s']:.1f} model-steps/s ({e['gflops']:.1f} GFLOP/s), "
         f"sequential {s['model_steps_per_s']:.1f} ({s['gflops']:.1f} GFLOP/s), "
@@ -233,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
   bench_parser = commands.add_parser(
       "bench", help="engine vs one-model-at-a-time throughput and the matmul peak",
       allow_abbrev=False)
-  bench_parser.add_argument("--preset", required=True, choices=list(bench.PRESETS),
+  bench_parser.add_argument("--preset", required=True, choices=list(bench.PRESET_NAMES),
                             help="model and batch shape")
   bench_parser.add_argument("--json", required=True, metavar="FILE",
                             help="where to write the results")

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from depthscale.model.transformer import Arch, Block, LayerNorm, ModelConfig
 
 MAX_BANDS = 4  # layer bands per stack (and repeat bands per looped stack); see BUILD_NOTES
+UNROLL_DEPTH = 8  # stacks up to this deep are unrolled (scanned bands: slower on CPU)
 
 
 def order(shapes, lanes: int) -> list[int]:
@@ -106,7 +107,7 @@ def _layers(cfg, f, layer_M, x_MxBxTxD, on_MxL, arch_M: Arch, counts_L):
   spans = bands(counts_L)
   cuts = [a for a, _ in spans[1:]]
   params, ons = _split(layer_M, cuts), _split(on_MxL, cuts)
-  unroll = cfg.depth <= 6 and cfg.remat == "none"  # as transformer.Stack
+  unroll = cfg.depth <= UNROLL_DEPTH and cfg.remat == "none"  # never with remat (Stack)
   x, done = x_MxBxTxD, []
   for (a, b), p, on in zip(spans, params, ons):
     m = counts_L[a]
