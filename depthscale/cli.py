@@ -156,19 +156,7 @@ def cmd_bench(args, extras) -> int:
                            models_per_chunk=args.models_per_chunk, dtype=args.dtype,
                            models=models,
                            log=lambda line: print(line, flush=True))
-  try:
-    with open(args.json, "w") as f:
-      json.dump(result, f, indent=2)
-      f.write("\n")
-  except OSError as e:
-    raise UsageError(f"cannot write --json {args.json!r} ({e.strerror}); choose another path")
-  if args.preset == "mixed":
-    print("model-steps/s: " + ", ".join(f"{k} {result[k]['model_steps_per_s']:.1f} (compile "
-                                        f"{result[k]['compile_s']:.1f} s)"
-                                        for k in ("compact", "pad", "bucket"))
-          + f"; compact/pad {result['compact_over_pad']:.2f}, compact/bucket "
-          f"{result['compact_over_bucket']:.2f}; wrote {args.json}")
-    return 0
+  sweep_commands.write_json(args.json, result)
   e, s = result["engine"], result["sequential"]
   print(f"engine {e['model_steps_per_s']:.1f} model-steps/s ({e['gflops']:.1f} GFLOP/s), "
         f"sequential {s['model_steps_per_s']:.1f} ({s['gflops']:.1f} GFLOP/s), "

@@ -28,7 +28,8 @@ def cmd_plan(args, extras) -> int:
   if args.workers < 1:
     raise UserError(f"--workers {args.workers}: give a count >= 1")
   if args.json:
-    check_json_path(args.json)
+    from depthscale.cli import check_writable  # (cli imports this module: import here)
+    check_writable(args.json)
   task, groups = runner.planned(c)
   probe = not args.no_probe and args.device is None
   if args.device is not None:
@@ -87,12 +88,6 @@ def format_plan(est: dict, c) -> str:
 
 def _hours(s: float) -> str:
   return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
-
-
-def check_json_path(path: str) -> None:
-  parent = os.path.dirname(os.path.abspath(path))
-  if os.path.isdir(path) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
-    raise UserError(f"--json {path!r}: give a file path in an existing, writable directory")
 
 
 def write_json(path: str, data) -> None:

@@ -72,12 +72,16 @@ def _chunks(cells, size):
   return [tuple(cells[i:i + size]) for i in range(0, len(cells), size)]
 
 
+def _params(g: Group, seq: int, mlp_ratio=4, vocab=0, out_dim=0) -> int:
+  """Parameters of one model at the group's padded shape (layers, embeddings, head)."""
+  d, w, _ = g.padded_shape()
+  return d * (4 + 2 * mlp_ratio) * w * w + (vocab + seq + out_dim) * w
+
+
 def param_bytes(g: Group, seq: int, mlp_ratio=4, vocab=0, out_dim=0) -> float:
   """Parameters, Adam moments and gradients (4 float32 copies) of the group: the memory
   no chunking or remat can remove (a lower bound, known before compiling)."""
-  d, w, _ = g.padded_shape()
-  params = d * (4 + 2 * mlp_ratio) * w * w + (vocab + seq + out_dim) * w
-  return len(g.cells) * 4 * 4 * params
+  return len(g.cells) * 4 * 4 * _params(g, seq, mlp_ratio, vocab, out_dim)
 
 
 def memory_options(g: Group):
@@ -204,7 +208,7 @@ def memory_bytes(g: Group, seq: int, batch: int, mlp_ratio=4, vocab=0, out_dim=0
   activations kept for the backward pass (~ (8 + 2 mlp_ratio) x width per token per
   layer, plus attention maps), all times the models in the group."""
   d, w, r = g.padded_shape()
-  params = d * (4 + 2 * mlp_ratio) * w * w + (vocab + seq + out_dim) * w
+  params = _params(g, seq, mlp_ratio, vocab, out_dim)
   acts = d * r * batch * seq * ((8 + 2 * mlp_ratio) * w + 2 * seq * 4)
   return len(g.cells) * 4 * (4 * params + acts)
 
