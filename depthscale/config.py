@@ -50,6 +50,13 @@ def defaults() -> ml_collections.ConfigDict:
   c.lease_s = 300.0  # a group whose worker sent no heartbeat for this long may be taken over
   c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
   c.paper_fit = ml_collections.ConfigDict()
+  # What the report checks against the study's paper: claims (a list of {"kind", "claim",
+  # "paper", ...}, kinds in report/claims.py), companions ({name: "study.py:args"}, run
+  # after the study into WORKDIR/<name> and set beside it), paper_table ({depth: the
+  # published numbers}); scaled_by is the task's (set by `run`, read by the report).
+  c.report = ml_collections.ConfigDict(dict(claims=[], companions=ml_collections.ConfigDict(),
+                                            paper_table=ml_collections.ConfigDict(),
+                                            scaled_by=""))
   return c
 
 

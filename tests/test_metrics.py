@@ -68,10 +68,10 @@ def test_single_difficulty_tasks_have_no_levels():
   assert "k_star" not in metrics.summarize(res, np.ones(8, bool))[0]
 
 
-def test_retrieval_chain_loss_averages_to_the_loss():
+def test_retrieval_partial_losses_average_to_the_loss():
   task = tasks.make("retrieval", chains=2, dim=3)
   cfg, params, arch = _models(task, 4, [ModelSpec(1, 16, 2), ModelSpec(2, 16, 2, seed=3)])
   res = metrics.make_evaluate(task, cfg)(params, arch, metrics.held_out(task, 4, 32))
-  chain = np.asarray(res["chain_loss"])
+  chain = np.stack([np.asarray(res[f"eval_partial_loss_{i}"]) for i in range(1, 5)], 1)
   assert chain.shape == (2, 4)
   np.testing.assert_allclose(chain.mean(1), np.asarray(res["loss"]), rtol=1e-5)

@@ -36,7 +36,7 @@ def k_star(acc_L, threshold: float = 0.95) -> int:
 
 def make_evaluate(task, cfg: ModelConfig):
   """jitted (params_M, arch_M, batch) -> {per_position_acc [M,T], loss [M], seq_acc [M],
-  per_position_loss [M,T], chain_loss [M,D] (retrieval with implicit curriculum),
+  per_position_loss [M,T], eval_<name> [M] for each of the task's own measures,
   per_level_acc [M,L] (tasks with `levels`: token accuracy of the examples at each level)}."""
   model = Transformer(cfg)
 
@@ -48,11 +48,7 @@ def make_evaluate(task, cfg: ModelConfig):
     res = dict(per_position_acc=per_pos(correct_BxT), per_position_loss=per_pos(loss_BxT),
                loss=(loss_BxT * m_BxT).sum() / m_BxT.sum(),
                seq_acc=jnp.mean(jnp.all((correct_BxT > 0) | (m_BxT == 0), axis=1)))
-    if task.name == "retrieval" and task.options().get("implicit_curriculum"):
-      k = task.options()["dim"]
-      err_BxTxDxK = jnp.square(out - batch.targets).reshape(out.shape[:2] + (-1, k))
-      err_BxTxD = err_BxTxDxK.mean(-1)
-      res["chain_loss"] = (err_BxTxD * m_BxT[..., None]).sum((0, 1)) / m_BxT.sum()
+    res.update({f"eval_{k}": v for k, v in task.measures(out, batch).items()})
     levels = task.levels(batch)
     if levels is not None:
       level_B, num = levels
@@ -72,6 +68,8 @@ def summarize(res_M, mask_T, threshold: float = 0.95) -> list[dict]:
   for m in range(len(res["loss"])):
     rows.append(dict(n_star=n_star(res["per_position_acc"][m], mask_T, threshold),
                      eval_loss=float(res["loss"][m]), seq_acc=float(res["seq_acc"][m])))
+    rows[-1].update({k: float(v[m]) for k, v in res.items() if k.startswith("eval_")
+                     and k != "eval_loss"})
     if "per_level_acc" in res:
       acc_L = res["per_level_acc"][m]
       rows[-1].update(k_star=k_star(acc_L, threshold),

@@ -140,8 +140,9 @@ def per_token_loss(outputs, targets, loss: str):
 
 def _step_parts(task, tcfg: TrainConfig):
   """The per-model pieces of a step, shared by both layouts: `prepare` (state, hp) ->
-  (batch, active_T); `loss_of` (outputs, batch, active_T) -> (loss, accuracy);
-  `update` (state, hp, grads, loss, acc) -> (state, metrics). Each is for ONE model."""
+  (batch, active_T); `loss_of` (outputs, batch, active_T) -> (loss, (accuracy, the task's
+  own measures)); `update` (state, hp, grads, loss, acc, own) -> (state, metrics). Each
+  is for ONE model."""
   tx = optimizer(tcfg)
   stages = tcfg.stages()
   stage_pos = jnp.asarray([task.seq_len(n) for n in stages], jnp.int32)
@@ -154,11 +155,13 @@ def _step_parts(task, tcfg: TrainConfig):
 
   def loss_of(out, batch, active_T):
     loss_BxT, correct_BxT = per_token_loss(out, batch.targets, task.loss)
-    mask_BxT = (batch.mask & active_T[None]).astype(jnp.float32)
+    counted_BxT = batch.mask & active_T[None]
+    mask_BxT = counted_BxT.astype(jnp.float32)
     count = jnp.maximum(mask_BxT.sum(), 1.0)
-    return (loss_BxT * mask_BxT).sum() / count, (correct_BxT * mask_BxT).sum() / count
+    own = task.measures(out, batch.replace(mask=counted_BxT))  # the task's own, e.g. partials
+    return (loss_BxT * mask_BxT).sum() / count, ((correct_BxT * mask_BxT).sum() / count, own)
 
-  def update(state: State, hp: Hparams, grads, loss, acc):
+  def update(state: State, hp: Hparams, grads, loss, acc, own):
     lr = learning_rate(hp, state.step, tcfg)
     opt_state = set_hyperparams(state.opt_state, lr, hp.weight_decay)
     updates, opt_state = tx.update(grads, opt_state, state.params)
@@ -177,7 +180,7 @@ def _step_parts(task, tcfg: TrainConfig):
     new = State(params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state),
                 step=state.step + 1, stage=jnp.where(ok, stage, state.stage),
                 frozen=state.frozen | ~finite)
-    metrics = dict(loss=loss, accuracy=acc, lr=lr, stage=state.stage, frozen=new.frozen)
+    metrics = dict(loss=loss, accuracy=acc, lr=lr, stage=state.stage, frozen=new.frozen, **own)
     return new, metrics
 
   return prepare, loss_of, update
@@ -194,9 +197,9 @@ def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
 
   def step(state: State, hp: Hparams, arch: Arch):
     batch, active_T = prepare(state, hp)
-    (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+    (loss, (acc, own)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
         state.params, arch, batch, active_T)
-    return update(state, hp, grads, loss, acc)
+    return update(state, hp, grads, loss, acc, own)
 
   return step
 
@@ -212,10 +215,11 @@ def make_compact_step(task, cfg: ModelConfig, tcfg: TrainConfig):
 
     def total(params_M):
       out_M = compact.forward(cfg, tcfg.profile, params_M, batch_M.inputs, arch_M)
-      loss_M, acc_M = jax.vmap(loss_of)(out_M, batch_M, active_M)
-      return loss_M.sum(), (loss_M, acc_M)
-    (_, (loss_M, acc_M)), grads_M = jax.value_and_grad(total, has_aux=True)(state_M.params)
-    return jax.vmap(update)(state_M, hp_M, grads_M, loss_M, acc_M)
+      loss_M, (acc_M, own_M) = jax.vmap(loss_of)(out_M, batch_M, active_M)
+      return loss_M.sum(), (loss_M, acc_M, own_M)
+    (_, (loss_M, acc_M, own_M)), grads_M = jax.value_and_grad(total, has_aux=True)(
+        state_M.params)
+    return jax.vmap(update)(state_M, hp_M, grads_M, loss_M, acc_M, own_M)
 
   return step_M
 

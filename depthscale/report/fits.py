@@ -14,9 +14,22 @@ OUTCOMES = frozenset({"seed", "n_star", "final_loss", "eval_loss", "seq_acc", "f
                       "k_star", "level_acc", "save_s", "memory_bytes", "probe_step_s",
                       "devices", "models_in_program"})
 REDUCERS = {"best": np.max, "median": np.median}
-NAMES = {"depth": "depth_vs_log2_nstar", "width": "nstar_vs_log2_width"}
+NAMES = {"depth": "depth_vs_log2_nstar", "width": "nstar_vs_log2_width",
+         "repeats": "repeats_vs_log2_nstar"}
 LAWS = {"depth": "depth = slope * log2(n_star) + intercept",
-        "width": "n_star = slope * log2(width) + intercept"}
+        "width": "n_star = slope * log2(width) + intercept",
+        "repeats": "repeats = slope * log2(n_star) + intercept"}
+LOG_AXES = ("depth", "repeats")  # fitted against log2 n* (the others: n* against log2 axis)
+
+
+def is_outcome(field: str) -> bool:
+  """A measured field (OUTCOMES, or a task's own held-out measure eval_<name>)."""
+  return field in OUTCOMES or field.startswith("eval_")
+
+
+def setting_fields(rows) -> list[str]:
+  """The fields of `rows` that name a setting (all but the seed and the outcomes)."""
+  return sorted({k for r in rows for k in r if not is_outcome(k)})
 
 
 def _opt(v) -> float | None:
@@ -62,7 +75,7 @@ def _order(key):
 
 def setting_key(row: dict) -> tuple:
   """What identifies a row's setting: every field but the seed and the outcomes."""
-  return tuple(sorted((k, v) for k, v in row.items() if k not in OUTCOMES))
+  return tuple(sorted((k, v) for k, v in row.items() if not is_outcome(k)))
 
 
 def seed_rank(row: dict) -> tuple:
@@ -93,8 +106,8 @@ def settings(rows) -> list[dict]:
 def _xy(axis: str, setting: dict, n_star):
   """The fitted coordinates of a setting with (reduced) n*: arrays broadcast alike."""
   n_star = np.asarray(n_star, float)
-  if axis == "depth":
-    return np.log2(n_star), np.full_like(n_star, float(setting["depth"]))
+  if axis in LOG_AXES:
+    return np.log2(n_star), np.full_like(n_star, float(setting[axis]))
   return np.full_like(n_star, math.log2(setting["width"])), n_star
 
 
@@ -107,7 +120,7 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
   if reduce not in REDUCERS:
     raise ValueError(f"reduce must be one of {sorted(REDUCERS)}, got {reduce!r}")
   rows = list(rows)
-  kept = [r for r in rows if axis != "depth" or r["n_star"] >= 1]
+  kept = [r for r in rows if axis not in LOG_AXES or r["n_star"] >= 1]
   groups = group_settings(kept)
   ns_S = [np.array([r["n_star"] for r in g], float) for _, g in groups]
   red_S = [float(REDUCERS[reduce](ns)) for ns in ns_S]
@@ -115,7 +128,7 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
   x_S, y_S = np.array([float(x) for x, _ in xy]), np.array([float(y) for _, y in xy])
   out = {"law": LAWS[axis], "reduce": reduce, "dropped": len(rows) - len(kept)}
   out.update(fit_line(x_S, y_S))
-  out["points"] = [{"depth": s.get("depth"), "width": s.get("width"), "n_star": v,
+  out["points"] = [{axis: s.get(axis), "n_star": v,
                     "seeds": len(ns), "x": float(x), "y": float(y)}
                    for (s, _), v, ns, x, y in zip(groups, red_S, ns_S, x_S, y_S)]
   if "error" in out:
@@ -156,7 +169,7 @@ def _slices(rows, axis: str) -> list[tuple[dict, list[dict], str | None]]:
   it and are not held fixed. Where no subset qualifies, all rows are fitted, with a note."""
   if len({r.get(axis) for r in rows}) < 2:
     return []
-  fields = sorted({k for r in rows for k in r} - OUTCOMES - {axis})
+  fields = [k for k in setting_fields(rows) if k != axis]
   vary = [k for k in fields if len({r.get(k) for r in rows}) > 1
           and len({(r.get(axis), r.get(k)) for r in rows}) > len({r.get(axis) for r in rows})]
   subsets: dict[tuple, list[dict]] = {}
@@ -175,7 +188,6 @@ def all_fits(rows, *, B: int = 1000, seed: int = 0) -> dict:
   """Every fit the grid supports: {name: {"best": fit, "median": fit}}, per axis varied.
   Names carry [field=value,...] when several slices of the grid vary the same axis."""
   rows = list(rows)
-  fitters = {"depth": depth_vs_log_nstar, "width": nstar_vs_log_width}
   out = {}
   for axis, name in NAMES.items():
     slices = _slices(rows, axis)
@@ -185,9 +197,34 @@ def all_fits(rows, *, B: int = 1000, seed: int = 0) -> dict:
         key += "[" + ",".join(f"{k}={v}" for k, v in where.items()) + "]"
       out[key] = {}
       for reduce in REDUCERS:
-        fit = fitters[axis](sub, reduce, B=B, seed=seed)
+        fit = _axis_fit(sub, axis, reduce, B, seed)
         fit["where"] = where
         if note:
           fit["note"] = note
         out[key][reduce] = fit
   return out
+
+
+def size_star(sizes, accs, threshold: float) -> int:
+  """The largest size solved: the largest s with accuracy >= threshold at s and at every
+  smaller size of `sizes` (0 if the smallest already fails)."""
+  best = 0
+  for size, acc in sorted(zip(sizes, accs)):
+    if acc is None or acc < threshold:
+      break
+    best = size
+  return best
+
+
+def size_rows(rows, threshold: float) -> list[dict]:
+  """For tasks scaled by size (one decision per example, each model trained at one size =
+  grid length): one row per setting-without-length and seed, with n_star = the largest
+  size solved by that seed (size_star over its held-out accuracies, seq_acc)."""
+  out: dict[tuple, list[dict]] = {}
+  for r in rows:
+    key = tuple(sorted((k, v) for k, v in r.items() if not is_outcome(k) and k != "length"))
+    out.setdefault(key + (("seed", r.get("seed")),), []).append(r)
+  return [{**dict(key), "n_star": size_star([r["length"] for r in g],
+                                            [r.get("seq_acc") for r in g], threshold),
+           "frozen": any(r.get("frozen") for r in g)}
+          for key, g in out.items()]

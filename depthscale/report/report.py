@@ -19,7 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from depthscale.io import results
-from depthscale.report import fits
+from depthscale.report import claims as claims_lib
+from depthscale.report import fits, sections
 
 MODEL_COLS = ("task", "depth", "width", "heads", "lr", "length", "repeats", "seed", "n_star",
               "k_star", "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "train_s")
@@ -112,14 +113,17 @@ def _sorted(values) -> list:
   return sorted(values, key=lambda v: (not num(v), v if num(v) else 0, str(v)))
 
 
-def _plot_scaling(axis: str, all_fit: dict, sets: list[dict], path: str) -> str | None:
-  """n* against depth (log2 n* axis) or width (log2 width axis): seeds, best, median, fit."""
+def _plot_scaling(axis: str, all_fit: dict, sets: list[dict], path: str,
+                  measure: str = "n* (largest length at >= 95% accuracy)") -> str | None:
+  """n* against depth or repeats (log2 n* axis) or width (log2 width axis): seeds, best,
+  median, fit."""
+  logged_y = axis in fits.LOG_AXES
   values = sorted({s.get(axis) for s in sets})
   if len(values) < 2:
     return f"skipped: a single {axis} ({_fmt(values[0]) if values else 'none'})"
   mine = [pair for key, pair in all_fit.items() if key.startswith(fits.NAMES[axis])]
   fitted = lambda s: any(all(s.get(k) == v for k, v in p["best"]["where"].items()) for p in mine)
-  pts = [(s[axis], n) for s in sets if fitted(s) for n in s["n_star"] if axis != "depth" or n >= 1]
+  pts = [(s[axis], n) for s in sets if fitted(s) for n in s["n_star"] if not logged_y or n >= 1]
   if not pts:
     return "skipped: no model reached n* >= 1, so log2 n* is undefined"
   fig, ax = _canvas()
@@ -131,20 +135,20 @@ def _plot_scaling(axis: str, all_fit: dict, sets: list[dict], path: str) -> str 
       if p:
         ax.plot(*zip(*p), style, color=color, ms=4, label=f"{reduce} seed {tag}".strip())
     fit = pair["best"]
-    if "slope" in fit and (axis == "width" or fit["slope"] != 0):
-      grid = (np.linspace if axis == "depth" else np.geomspace)(min(values), max(values), 50)
-      curve = (2 ** ((grid - fit["intercept"]) / fit["slope"]) if axis == "depth"
+    if "slope" in fit and (not logged_y or fit["slope"] != 0):
+      grid = (np.linspace if logged_y else np.geomspace)(min(values), max(values), 50)
+      curve = (2 ** ((grid - fit["intercept"]) / fit["slope"]) if logged_y
                else fit["slope"] * np.log2(grid) + fit["intercept"])
       ax.plot(grid, curve, ":", color=color, label=f"fit (best), slope {fit['slope']:.2f}")
-  (ax.set_yscale if axis == "depth" else ax.set_xscale)("log", base=2)
-  logged = [n for _, n in pts] if axis == "depth" else values
+  (ax.set_yscale if logged_y else ax.set_xscale)("log", base=2)
+  logged = [n for _, n in pts] if logged_y else values
   subs = (1.0,) if math.log2(max(logged) / min(logged)) > 4 else (1, 1.25, 1.5, 1.75)
-  scale = ax.yaxis if axis == "depth" else ax.xaxis
+  scale = ax.yaxis if logged_y else ax.xaxis
   scale.set_major_locator(ticker.LogLocator(2, subs=subs))
   scale.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
   scale.set_minor_formatter(ticker.NullFormatter())
   ax.set_xlabel(axis)
-  ax.set_ylabel("n* (largest length at >= 95% accuracy)")
+  ax.set_ylabel(measure)
   ax.legend(fontsize=7)
   _save(fig, path)
   return None
@@ -235,8 +239,10 @@ def _fit_section(all_fit: dict, paper: dict | None) -> list[str]:
                    f"{'inside' if inside else 'outside'} the best-seed 95% interval of `{key}`")
     if not mine:
       notes.append(f"- paper fit ({paper.get('kind')}) given, but this sweep has no such fit")
+  if not body and not notes:
+    return [f"No fit: the grid has one value of each of {', '.join(fits.NAMES)}."]
   if not body:
-    return ["No fit: the grid varies neither depth nor width."] + notes
+    return notes
   return [f"Laws: {'; '.join(fits.LAWS.values())}.", ""] + _table(head, body) + [""] + notes
 
 
@@ -244,7 +250,7 @@ def _levels_section(rows) -> list[str]:
   """Hardest level solved (k* for k-hop) per setting and seed, with accuracy per level."""
   if not any(isinstance(r.get("k_star"), int) for r in rows):
     return []
-  set_cols = sorted({k for r in rows for k in r} - fits.OUTCOMES)
+  set_cols = fits.setting_fields(rows)
   body = [[s.get(k) for k in set_cols] + [r.get("seed"), r.get("k_star"),
                                            str(r.get("level_acc") or "–")]
           for s, g in fits.group_settings(rows) for r in g]
@@ -268,40 +274,70 @@ def _what_was_run(data: dict, sets: list[dict], workdir: str) -> list[str]:
         f"- models: {len(rows)} ({len(sets)} settings, {len(groups) or 'unknown'} groups), "
         f"rows from {data['source']}",
         f"- total train time: {train_s:.1f} s ({train_s / 3600:.2f} h), {how}", "", "Grid:", ""]
-  for k in sorted({k for r in rows for k in r} - fits.OUTCOMES) + ["seed"]:
+  for k in fits.setting_fields(rows) + ["seed"]:
     md.append(f"- {k}: {', '.join(_fmt(v) for v in _sorted({r.get(k) for r in rows}))}")
   if data["csv_count"] is not None and data["csv_count"] != len(rows):
     md += ["", f"Warning: results.csv has {data['csv_count']} rows, groups/ {len(rows)}."]
   return md
 
 
+def _companions(workdir: str, spec: dict) -> dict[str, list[dict]]:
+  """Rows of each companion run (in workdir/<name>) that has results so far."""
+  out = {}
+  for name in spec:
+    try:
+      out[name] = load_workdir(os.path.join(workdir, name))["rows"]
+    except FileNotFoundError:
+      pass
+  return out
+
+
 def build_report(workdir: str) -> str:
-  """Writes fits.json, report.md and plots/*.png into `workdir`; returns report.md's path."""
+  """Writes fits.json, claims.json, report.md and plots/*.png into `workdir`; returns
+  report.md's path."""
   data = load_workdir(workdir)
-  rows, groups = data["rows"], data["groups"]
-  all_fit, sets = fits.all_fits(rows), fits.settings(rows)
+  rows, groups, config = data["rows"], data["groups"], data["config"]
+  rep = config.get("report") or {}
+  threshold = (config.get("eval") or {}).get("threshold", 0.95)
+  by_size = rep.get("scaled_by") == "size"
+  fit_rows = fits.size_rows(rows, threshold) if by_size else rows
+  all_fit, sets = fits.all_fits(fit_rows), fits.settings(fit_rows)
+  others = _companions(workdir, rep.get("companions") or {})
+  checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold)
   text = json.dumps({"fits": all_fit, "settings": sets}, indent=1)
   _atomic(os.path.join(workdir, "fits.json"), lambda f: f.write(text.encode()))
+  claims_text = json.dumps(checked, indent=1)
+  _atomic(os.path.join(workdir, "claims.json"), lambda f: f.write(claims_text.encode()))
   plot_dir = os.path.join(workdir, "plots")
   os.makedirs(plot_dir, exist_ok=True)
-  plots = {name: _plot_scaling(axis, all_fit, sets, os.path.join(plot_dir, name))
-           for axis, name in (("depth", "nstar_vs_depth.png"), ("width", "nstar_vs_width.png"))}
+  measure = ("largest size solved" if by_size
+             else f"n* (largest length at >= {threshold:g} accuracy)")
+  plots = {name: _plot_scaling(axis, all_fit, sets, os.path.join(plot_dir, name), measure)
+           for axis, name in (("depth", "nstar_vs_depth.png"), ("width", "nstar_vs_width.png"),
+                              ("repeats", "nstar_vs_repeats.png"))}
   plots["accuracy_per_position.png"] = _plot_positions(
       groups, rows, os.path.join(plot_dir, "accuracy_per_position.png"))
   plots["training_curves.png"], curve_notes = _plot_curves(
       groups, os.path.join(plot_dir, "training_curves.png"))
-  md = _what_was_run(data, sets, workdir)
-  md += ["", "## Fits", ""] + _fit_section(all_fit, data["config"].get("paper_fit"))
-  md += _levels_section(rows)
+  md = _what_was_run(data, sets, workdir) + [""] + sections.claims(checked)
+  fit_note = (["Here n* is the largest size solved (see Accuracy per size): each model "
+               "makes one decision per example, so leading positions do not apply.", ""]
+              if by_size else [])
+  md += ["## Fits", ""] + fit_note + _fit_section(all_fit, config.get("paper_fit"))
+  md += [""] + (sections.sizes(rows, threshold) if by_size else [])
+  md += sections.losses(rows) + sections.partials(groups)
+  md += sections.level_errors(rows, rep.get("paper_table") or {})
+  md += sections.companions(rows, others) + _levels_section(rows)
   md += ["", "## Plots", ""]
   for fname, skipped in plots.items():
     title = fname[:-4].replace("_", " ")
     md += [f"_{title}: {skipped}_" if skipped else f"![{title}](plots/{fname})", ""]
   md += [f"- {n}" for n in curve_notes] + ["", "## Settings (n* over seeds)", ""]
-  set_cols = sorted({k for r in rows for k in r} - fits.OUTCOMES)
+  set_cols = fits.setting_fields(rows)
   md += _table(set_cols + ["seeds", "n* per seed", "best n*", "median n*", "frozen"],
                [[s.get(k) for k in set_cols] + [len(s["seeds"]), str(s["n_star"]), s["best"],
-                                                s["median"], s["frozen"]] for s in sets])
+                                                s["median"], s["frozen"]]
+                for s in fits.settings(rows)])
   cols = [c for c in MODEL_COLS if any(c in r for r in rows)]
   cols += sorted({k for r in rows for k in r} - set(cols))
   ordered = [r for _, g in fits.group_settings(rows) for r in g]

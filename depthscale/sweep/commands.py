@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from depthscale import config as config_lib
 from depthscale.errors import UserError
@@ -156,13 +157,37 @@ def cmd_run(args, extras) -> int:
   check_worker_flags(args)
   runner.planned(c)  # validate before starting anything
   runner.check_workdir(args.workdir)
+  others = companions(c, args.workdir)
   if ids is not None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))  # before JAX starts
   runner.reproducible_xla()  # before JAX starts its backends (XLA_FLAGS)
   worker_jax(args)
-  runner.run(c, args.workdir, progress=not args.no_progress, devices=select_devices(ids),
+  devices = select_devices(ids)
+  runner.run(c, args.workdir, progress=not args.no_progress, devices=devices,
              exit_when_idle=args.exit_when_idle)
+  if others:
+    from depthscale.report import build_report
+    for name, (other, workdir) in others.items():
+      print(f"depthscale: companion run {name!r} ({c.report.companions[name]}) in {workdir}",
+            file=sys.stderr)
+      runner.run(other, workdir, progress=not args.no_progress, devices=devices,
+                 exit_when_idle=args.exit_when_idle)
+    build_report(args.workdir)  # the study beside its companions
   return 0
+
+
+def companions(c, workdir: str) -> dict:
+  """{name: (config, workdir/name)} of the study's companion runs (report.companions),
+  each loaded and validated now, before anything compiles."""
+  from depthscale.sweep import runner
+  out = {}
+  for name, spec in (c.report.companions or {}).items():
+    other = config_lib.load(spec)
+    runner.planned(other)
+    sub = os.path.join(workdir, name)
+    runner.check_workdir(sub)
+    out[name] = (other, sub)
+  return out
 
 
 def cmd_status(args, extras) -> int:

@@ -141,7 +141,8 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   back = None if order is None else np.argsort(order)  # program -> spec order
   cfg, state, hp, arch = build(task, in_order(specs, order), tcfg, model, devices=devices)
   m = len(specs)
-  curves = {name: np.full((total, m), np.nan, np.float32) for name in CURVES}
+  names = CURVES + task.measure_names(tcfg.length)  # the task's own measures, per step
+  curves = {name: np.full((total, m), np.nan, np.float32) for name in names}
   start = 0
   if checkpoints is not None:  # checkpoints hold the real models only: any device count
     step, saved = checkpoints.restore_latest(
@@ -172,7 +173,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     if last_done is not None:  # the device was busy since the previous dispatch ended
       rate = n / max(now - last_done, 1e-9)
     last_done, pending = now, None
-    for name in CURVES:
+    for name in names:
       curves[name][first:first + n] = take(got[name][:n], back, 1)
     bar.update(n)
     if on_progress is not None:

@@ -29,7 +29,7 @@ from depthscale.sweep import grid, plan
 from depthscale.sweep.group import Interrupted, train_group
 
 # Fields that may change between runs of one workdir without changing its results.
-NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name", "lease_s")
+NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name", "lease_s", "report")
 
 
 def reproducible_xla() -> None:
@@ -349,6 +349,7 @@ def run(c, workdir: str, progress: bool = True, report=True, signals=True, devic
   task, _ = planned(c)
   check_workdir(workdir)
   start_jax(c)
+  c.report.scaled_by = task.scaled_by  # what the report scales (the task's own measure)
   prepare_workdir(c, workdir)
   devs = list(devices or jax.local_devices())
   groups = frozen_plan(c, workdir, task, devs)

@@ -38,6 +38,9 @@ class Task(abc.ABC):
     prefix_consistent: True when the first t positions of an example at length n are an
       example at length t (labels depend on the prefix only): a length curriculum may
       then mask later positions instead of resampling.
+    scaled_by: what the report scales with depth (width, repeats): "n_star", the leading
+      positions solved (one label per position), or "size", the largest size (grid
+      length) whose held-out accuracy reaches the threshold (one decision per example).
   """
   name: str
   loss: str
@@ -45,6 +48,7 @@ class Task(abc.ABC):
   input_dim: int | None
   default_length: int
   prefix_consistent: bool = False
+  scaled_by: str = "n_star"
 
   @abc.abstractmethod
   def output_dim(self, length: int) -> int:
@@ -67,6 +71,16 @@ class Task(abc.ABC):
     level of each example (int32 [B], in 0..L-1) and L; evaluation then reports accuracy
     per level and the hardest level solved. None for single-difficulty tasks."""
     return None
+
+  def measure_names(self, length: int) -> tuple[str, ...]:
+    """Names of the task's own measures (see `measures`) at size `length`; () if none."""
+    return ()
+
+  def measures(self, out: jax.Array, batch: Batch) -> dict[str, jax.Array]:
+    """The task's own measures of ONE model on `batch` (jittable): {name: scalar}, one
+    per `measure_names`, from its outputs `out` ([B, T, output_dim]). They are recorded
+    per training step (curves) and on the held-out set (rows, as `eval_<name>`)."""
+    return {}
 
   def options(self) -> dict[str, Any]:
     """The options this task was made with (for configs and reports)."""

@@ -84,6 +84,7 @@ class Reachability(base.Task):
           or epv <= 0):
         raise UserError(f"reachability: edges_per_vertex must be a float > 0, got {epv!r}")
       epv = float(epv)
+    self.scaled_by = "size"  # one decision per example: n* would be 0 or 1
     self._options = {"family": family, "directed": directed, "vocab": vocab,
                      "edges_per_vertex": epv}
     self.name = "reachability"

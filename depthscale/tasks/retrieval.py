@@ -101,6 +101,23 @@ class Retrieval(base.Task):
     mask_BxT = jnp.broadcast_to(jnp.arange(t)[None, :] >= t - n, (batch_size, t))
     return base.Batch(inputs=inputs_BxTxI, targets=targets_BxTxO, mask=mask_BxT)
 
+  def measure_names(self, length: int) -> tuple[str, ...]:
+    """With the implicit curriculum, the paper's partial losses: partial_loss_i, the mean
+    squared error of chain position x_i (i = 1..D) at the queries."""
+    if not self._options["implicit_curriculum"]:
+      return ()
+    return tuple(f"partial_loss_{i}" for i in range(1, length + 1))
+
+  def measures(self, out: jax.Array, batch: base.Batch) -> dict[str, jax.Array]:
+    k = self._options["dim"]
+    d = out.shape[-1] // k
+    if not self._options["implicit_curriculum"]:
+      return {}
+    err_BxTxD = jnp.square(out - batch.targets).reshape(out.shape[:2] + (d, k)).mean(-1)
+    m_BxT = batch.mask.astype(err_BxTxD.dtype)
+    loss_D = (err_BxTxD * m_BxT[..., None]).sum((0, 1)) / jnp.maximum(m_BxT.sum(), 1.0)
+    return {f"partial_loss_{i + 1}": loss_D[i] for i in range(d)}
+
   def sample(self, key: jax.Array, batch_size: int, length: int) -> base.Batch:
     self.check_length(length)
     return self._sample_jit(key, batch_size, length)

@@ -1,0 +1,175 @@
+"""A study's claims, checked against this run: each `{"kind", "claim", "paper", ...}` of
+the study's `report.claims` becomes `{"claim", "paper", "measured", "holds"}`.
+
+A kind names a check on plain result rows (and curves, fits, companion runs); the study
+config says which checks its paper's claims are and with what numbers. Never imports jax.
+"""
+from __future__ import annotations
+
+import math
+
+from depthscale.report import fits
+
+LOWER_IS_BETTER = ("eval_loss", "final_loss")
+
+
+def _num(v) -> str:
+  return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def best_by(rows, axis: str, measure: str, where=None) -> dict:
+  """{axis value: the best `measure` over seeds (and any other varying field)} of the rows
+  matching `where`; the lowest for losses, the largest otherwise."""
+  pick = min if measure in LOWER_IS_BETTER else max
+  out: dict = {}
+  for r in rows:
+    if any(r.get(k) != v for k, v in (where or {}).items()) or r.get(measure) is None:
+      continue
+    a = r.get(axis)
+    out[a] = r[measure] if a not in out else pick(out[a], r[measure])
+  return dict(sorted(out.items()))
+
+
+def _listing(table: dict, axis: str) -> str:
+  return ", ".join(f"{axis} {a}: {_num(v)}" for a, v in table.items())
+
+
+def crossings(curve_steps, partials_P_S, below: float) -> list[int | None]:
+  """Per partial loss (in chain order) the first logged step at which it is < `below`."""
+  out = []
+  for curve in partials_P_S:
+    hit = [s for s, v in zip(curve_steps, curve) if v is not None and v < below]
+    out.append(hit[0] if hit else None)
+  return out
+
+
+def partial_curves(groups) -> list[tuple[dict, list[int], list[list]]]:
+  """(row, logged steps, [partial_loss_1 curve, partial_loss_2 curve, ...]) per model."""
+  out = []
+  for g in groups:
+    curves = g.get("curves") or {}
+    names = sorted((k for k in curves if k.startswith("partial_loss_")),
+                   key=lambda k: int(k.rsplit("_", 1)[1]))
+    for i, row in enumerate(g["rows"]):
+      if names:
+        out.append((row, curves.get("step", []), [curves[n][i] for n in names]))
+  return out
+
+
+def _loss_above(ctx, c):
+  table = best_by(ctx["rows"], "depth", "eval_loss")
+  low = min(r["eval_loss"] for r in ctx["rows"])
+  return (f"held-out loss, best seed: {_listing(table, 'depth')}; lowest of "
+          f"{len(ctx['rows'])} models {low:.3g}"), low > c["value"]
+
+
+def _loss_below(ctx, c):
+  table = best_by(ctx["rows"], "depth", "eval_loss")
+  solved = [d for d, v in table.items() if v < c["value"]]
+  return (f"held-out loss, best seed: {_listing(table, 'depth')}; below {c['value']:g} at "
+          f"depths {solved or 'none'}"), bool(solved)
+
+
+def in_chain_order(cross) -> bool:
+  """The positions that crossed are x_1..x_j (a prefix), at non-decreasing steps."""
+  hit = [s for s in cross if s is not None]
+  return all(s is not None for s in cross[:len(hit)]) and hit == sorted(hit)
+
+
+def _partials_in_order(ctx, c):
+  below = c.get("below", 0.5)
+  models = partial_curves(ctx["groups"])
+  cross = [crossings(steps, partials, below) for _, steps, partials in models]
+  two = [x for x in cross if sum(s is not None for s in x) >= 2]
+  if not two:
+    return (f"no model had two partial losses below {below:g} ({len(models)} models)", False)
+  order = sum(in_chain_order(x) for x in two)
+  return (f"{order} of {len(two)} models with two or more partial losses below {below:g} "
+          f"crossed in chain order ({len(models)} models in all)"), order == len(two)
+
+
+def _grows(ctx, c):
+  axis, measure = c["axis"], c.get("measure", "n_star")
+  rows = ctx["size_rows"] if measure == "size_star" else ctx["rows"]
+  table = best_by(rows, axis, "n_star" if measure == "size_star" else measure, c.get("where"))
+  vals = list(table.values())
+  ok = len(vals) >= 2 and all(b >= a for a, b in zip(vals, vals[1:])) and vals[-1] > vals[0]
+  return f"best {measure} by {axis}: {_listing(table, axis)}", ok
+
+
+def _khop_bound(ctx, c):
+  k_max = c["k_max"]
+  table = best_by(ctx["rows"], "depth", "k_star", c.get("where"))
+  need = {d: min(2 ** (d - 2), k_max) for d in table if d >= 2}
+  ok = bool(need) and all(table[d] >= k for d, k in need.items())
+  return (f"hardest k solved (best seed): {_listing(table, 'depth')}; 2 + ceil(log2 k) "
+          f"layers allow k <= {', '.join(f'{k} at depth {d}' for d, k in need.items())}"), ok
+
+
+def _fit_slope_positive(ctx, c):
+  name = fits.NAMES[c["axis"]]
+  mine = [(k, p["best"]) for k, p in ctx["fits"].items() if k.startswith(name)]
+  mine = [(k, f) for k, f in mine if "error" not in f]
+  if not mine:
+    return f"no {c['axis']} fit", False
+  key, f = mine[0]
+  lo, hi = (f.get("ci95") or {}).get("slope") or (math.nan, math.nan)
+  r2 = "–" if f["r2"] is None else f"{f['r2']:.2f}"
+  return (f"`{key}` (best seed): slope {f['slope']:.3g}, 95% CI [{lo:.3g}, {hi:.3g}], "
+          f"r² {r2}"), bool(lo > 0)
+
+
+def _gain(table: dict) -> float:
+  vals = list(table.values())
+  return vals[-1] - vals[0] if len(vals) >= 2 else math.nan
+
+
+def _more_than_companion(ctx, c):
+  name, axis, measure = c["companion"], c.get("axis", "depth"), c.get("measure", "n_star")
+  other = ctx["companions"].get(name)
+  if other is None:
+    return f"companion run {name!r} not found (run the study to the end)", False
+  mine, theirs = best_by(ctx["rows"], axis, measure), best_by(other, axis, measure)
+  g1, g2 = _gain(mine), _gain(theirs)
+  first = lambda t: next(iter(t.values()), math.nan)
+  ok = g1 > g2 and first(theirs) >= first(mine)
+  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain {_num(g1)}); "
+          f"{name} {_listing(theirs, axis)} (gain {_num(g2)})"), bool(ok)
+
+
+def _beats_companion(ctx, c):
+  name, measure = c["companion"], c.get("measure", "n_star")
+  other = ctx["companions"].get(name)
+  if other is None:
+    return f"companion run {name!r} not found (run the study to the end)", False
+  mine = max((r[measure] for r in ctx["rows"]
+              if all(r.get(k) == v for k, v in c.get("where", {}).items())), default=None)
+  theirs = max((r[measure] for r in other
+                if all(r.get(k) == v for k, v in c.get("companion_where", {}).items())),
+               default=None)
+  if mine is None or theirs is None:
+    return "no rows match", False
+  return f"best {measure}: this study {mine}, {name} {theirs}", mine > theirs
+
+
+KINDS = {"loss_above": _loss_above, "loss_below": _loss_below,
+         "partials_in_order": _partials_in_order, "grows": _grows, "khop_bound": _khop_bound,
+         "fit_slope_positive": _fit_slope_positive,
+         "more_than_companion": _more_than_companion, "beats_companion": _beats_companion}
+
+
+def check(claims, rows, groups, all_fit, companions, threshold: float) -> list[dict]:
+  """The study's claims checked on this run, as claims.json holds them."""
+  ctx = dict(rows=rows, groups=groups, fits=all_fit, companions=companions,
+             size_rows=fits.size_rows(rows, threshold))
+  out = []
+  for c in claims:
+    c = dict(c)
+    if c.get("kind") not in KINDS:
+      raise ValueError(f"report.claims: unknown kind {c.get('kind')!r}; valid: "
+                       f"{', '.join(KINDS)}")
+    measured, holds = KINDS[c["kind"]](ctx, c)
+    out.append({"claim": c["claim"], "paper": c.get("paper", ""), "measured": measured,
+                "holds": bool(holds)})
+  return out
+

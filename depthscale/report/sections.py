@@ -1,0 +1,129 @@
+"""Report sections for the measures a study's paper uses beyond n*: held-out loss,
+partial losses over training, accuracy per size, per-k error, companion runs, claims.
+
+Each takes plain rows / group files and returns markdown lines ([] when it does not
+apply). Never imports jax.
+"""
+from __future__ import annotations
+
+import statistics
+
+from depthscale.report import claims as claims_lib
+from depthscale.report import fits
+
+
+def _fmt(v) -> str:
+  if v is None:
+    return "–"
+  if isinstance(v, bool):
+    return "yes" if v else "no"
+  return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def table(head, body) -> list[str]:
+  return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+          + ["| " + " | ".join(c if isinstance(c, str) else _fmt(c) for c in r) + " |"
+             for r in body])
+
+
+def claims(checked: list[dict]) -> list[str]:
+  if not checked:
+    return []
+  held = sum(c["holds"] for c in checked)
+  return (["## The paper's claims, checked on this run", "",
+           f"{held} of {len(checked)} hold (also in claims.json).", ""]
+          + table(["claim", "paper", "measured here", "holds"],
+                  [[c["claim"], c["paper"], c["measured"], "yes" if c["holds"] else "**no**"]
+                   for c in checked]) + [""])
+
+
+def losses(rows) -> list[str]:
+  """Held-out loss by setting: best and median over seeds, and each seed's."""
+  cols = [k for k in fits.setting_fields(rows) if len({r.get(k) for r in rows}) > 1]
+  body = []
+  for s, g in fits.group_settings(rows):
+    ls = [r["eval_loss"] for r in g if r.get("eval_loss") is not None]
+    if ls:
+      body.append([s.get(k) for k in cols] + [min(ls), statistics.median(ls),
+                                               ", ".join(f"{v:.3g}" for v in ls)])
+  if not body:
+    return []
+  return (["## Final held-out loss", ""]
+          + table(cols + ["best", "median", "per seed"], body) + [""])
+
+
+def partials(groups, below: float = 0.5) -> list[str]:
+  """The partial losses (x_1, x_2, ... of a chain) of every model: the first logged step
+  each falls below `below`, their final values, and whether they fell in chain order."""
+  models = claims_lib.partial_curves(groups)
+  if not models:
+    return []
+  n = len(models[0][2])
+  body = []
+  for row, steps, curves in sorted(models, key=lambda m: (m[0]["depth"], m[0].get("seed", 0))):
+    cross = claims_lib.crossings(steps, curves, below)
+    final = [next((v for v in reversed(c) if v is not None), None) for c in curves]
+    body.append([row["depth"], row.get("seed")] + [_fmt(x) for x in cross]
+                + [" ".join(_fmt(v) for v in final),
+                   claims_lib.in_chain_order(cross) if sum(x is not None for x in cross) >= 2
+                   else "–"])
+  return (["## Partial losses (per chain position) over training", "",
+           f"Step at which the training loss of chain position x_i first falls below "
+           f"{below:g} (–: never), the final partial losses, and whether the positions fell "
+           "in chain order.", ""]
+          + table(["depth", "seed"] + [f"x_{i + 1} < {below:g} at" for i in range(n)]
+                  + ["final partial losses", "in order"], body) + [""])
+
+
+def sizes(rows, threshold: float) -> list[str]:
+  """Tasks scaled by size: held-out accuracy per (depth, size), best seed, and the
+  largest size solved per depth (every size up to it at >= threshold)."""
+  lengths = sorted({r["length"] for r in rows})
+  depth_rows = {}
+  for r in rows:
+    key = (r["depth"], r.get("repeats", 1), r.get("width"))
+    cell = depth_rows.setdefault(key, {})
+    if r.get("seq_acc") is not None:
+      cell[r["length"]] = max(cell.get(r["length"], 0.0), r["seq_acc"])
+  body = []
+  for (d, rep, w), cell in sorted(depth_rows.items()):
+    star = fits.size_star(list(cell), list(cell.values()), threshold)
+    body.append([d, rep, w] + [cell.get(n) for n in lengths] + [star])
+  return (["## Accuracy per size", "",
+           f"Held-out accuracy of the decision (best seed) at each size; largest size solved "
+           f"= the largest size with accuracy >= {threshold:g} there and at every smaller "
+           "size (0: none).", ""]
+          + table(["depth", "repeats", "width"] + [f"size {n}" for n in lengths]
+                  + ["largest size solved"], body) + [""])
+
+
+def level_errors(rows, paper: dict) -> list[str]:
+  """Per-level error (1 - token accuracy at k) by depth, best seed (largest k*), beside
+  the paper's published errors (`paper`: {depth: text})."""
+  have = [r for r in rows if r.get("level_acc")]
+  if not have:
+    return []
+  best = {}
+  for r in sorted(have, key=fits.seed_rank):
+    best[(r["depth"], r.get("width"))] = r
+  levels = len(str(best[next(iter(best))]["level_acc"]).split())
+  body = [[d, w] + [f"{1 - float(a):.3f}" for a in str(r["level_acc"]).split()]
+          + [paper.get(str(d), "–")] for (d, w), r in sorted(best.items())]
+  return (["## Error per k by depth (best seed) beside the paper", ""]
+          + table(["depth", "width"] + [f"k={k}" for k in range(levels)] + ["paper"], body)
+          + [""])
+
+
+def companions(rows, others: dict[str, list[dict]], measure: str = "n_star") -> list[str]:
+  """This study beside each companion run, by effective depth (depth x repeats)."""
+  out = []
+  eff = lambda rs: claims_lib.best_by([{**r, "effective_depth": r["depth"] * r.get("repeats", 1)}
+                                       for r in rs], "effective_depth", measure)
+  for name, theirs in others.items():
+    mine, other = eff(rows), eff(theirs)
+    body = [[d, mine.get(d), other.get(d)] for d in sorted(set(mine) | set(other))]
+    out += ([f"## Beside the companion run `{name}`", "",
+             f"Best {measure} over seeds by effective depth (depth x repeats); a looped "
+             "model has the parameters of one block.", ""]
+            + table(["effective depth", "this study", name], body) + [""])
+  return out
