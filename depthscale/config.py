@@ -95,6 +95,15 @@ def smoke(c: ml_collections.ConfigDict, length: int = 16, depths=(1, 2, 3),
   return c
 
 
+def cpu_scale(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """What every study's `:cpu` variant shares (its sizes are the study's own): float32,
+  heads from model.heads (not head_dim), the name tagged -cpu."""
+  c.model.compute_dtype = "float32"  # bf16 matmuls are slow on a CPU
+  c.model.head_dim = 0
+  c.name += "-cpu"
+  return c
+
+
 def load(spec: str, overrides: list[str] | None = None) -> ml_collections.ConfigDict:
   """Load `path.py[:arg]` (its get_config(arg)), merged over defaults, then overrides
   `a.b=v`. Raises ConfigError (one line) on any problem."""

@@ -1,14 +1,22 @@
 # Run: depthscale run --config experiments/a5_width.py --workdir runs/a5_width
-#      (smoke: --config experiments/a5_width.py:smoke)
+#      (CPU scale: :cpu; smoke: :smoke)
 """Merrill & Sabharwal, width sweep: A5 word problem, depth 6, widths 128..1024, 3 seeds.
 
 Published fit: n* = 7.2 log2(w) - 41.7 (r^2 = 0.98): width must grow like exp(n).
+`cpu`: depth 2, widths 16-128 x 2 seeds (sizes and evidence in BUILD_NOTES.md).
 """
 from depthscale import config
 
+CLAIMS = [dict(kind="improves", axis="width", measure="n_star",
+               claim="more width, longer sequences solved (best seed n*)",
+               paper="widths 128..1024 at depth 6: n* grows with width"),
+          dict(kind="fit_slope_positive", axis="width",
+               claim="n* grows like log width: the width fit's slope is positive (95% CI)",
+               paper="n* = 7.2 log2(w) - 41.7, r² 0.98")]
+
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("smoke",))
+  args = config.study_args(arg, ("cpu", "smoke"))
   c = config.defaults()
   c.name = "a5_width"
   c.task, c.task_options = "word_problem", {"group": "A5"}
@@ -20,6 +28,14 @@ def get_config(arg=None):
   c.checkpoint_every = 20_000
   c.paper_fit.update(dict(kind="width", slope=7.2, intercept=-41.7, r2=0.98,
                           source="Merrill & Sabharwal 2025, width sweep at depth 6"))
+  c.report.claims = list(CLAIMS)
+  if "cpu" in args:
+    c = config.cpu_scale(c)
+    c.grid.update(dict(depth=[2], width=[16, 32, 64, 128], seed=[0, 1], lr=[1e-3],
+                       length=[16]))
+    c.model.heads = 4
+    c.train.update(dict(batch_size=64, steps=2000, steps_per_call=100, warmup=100))
+    c.checkpoint_every = 500
   if "smoke" in args:
     c = config.smoke(c, depths=(1, 2))
     c.grid.width = [16, 32]

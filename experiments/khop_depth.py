@@ -1,15 +1,31 @@
 # Run: depthscale run --config experiments/khop_depth.py --workdir runs/khop_depth
-#      (smoke: --config experiments/khop_depth.py:smoke)
+#      (CPU scale: :cpu; smoke: --config experiments/khop_depth.py:smoke)
 """Sanford, Hsu & Telgarsky: k-hop induction heads, k in 0..16 per sequence (prefix
 token), 4 letters, N = 100; GPT-2 style, width 128 (4 heads) and 256 (8 heads),
 depths 2-6; AdamW 1e-4, 1000 warm-up steps then linear decay, batch 32, 100k steps.
 Theory: 2 + ceil(log2 k) layers suffice.
+`cpu`: k in 0..4, strings of 24, depths 1-4 x 2 seeds at width 32 (the quickstart's
+sizes; evidence in BUILD_NOTES.md).
 """
 from depthscale import config
 
+# Published per-token errors, d = 256, 8 heads, infinite data (Sanford et al.)
+PAPER = {"2": "k=1 0.003, k=2 0.033", "3": "k<=3 <=0.005, k=4 0.021",
+         "4": "k<=7 <=0.007, k=8 0.015", "5": "k<=13 <=0.003, k=16 0.027",
+         "6": "all k<=16 <=0.002"}
+
+
+def claims(k_max: int) -> list[dict]:
+  return [dict(kind="khop_bound", k_max=k_max,
+               claim="depth d solves every k <= 2^(d-2) (2 + ceil(log2 k) layers suffice)",
+               paper="depth 2: k=1; 3: k<=3; 4: k<=7; 5: k<=13; 6: k<=16 (error <= 0.007)"),
+          dict(kind="improves", axis="depth", measure="k_star",
+               claim="more depth, harder k solved (best seed k*)",
+               paper="Omega(log k) layers needed (1-vs-2-cycle conjecture)")]
+
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("smoke",))
+  args = config.study_args(arg, ("cpu", "smoke"))
   c = config.defaults()
   c.name = "khop_depth"
   c.task, c.task_options = "khop", {"k": None, "k_max": 16, "alphabet": 4}
@@ -19,4 +35,14 @@ def get_config(arg=None):
   c.train.update(dict(batch_size=32, steps=100_000, steps_per_call=1000, warmup=1000,
                       decay="linear", weight_decay=0.01))
   c.checkpoint_every = 10_000
+  c.report.paper_table = PAPER
+  if "cpu" in args:
+    c = config.cpu_scale(c)
+    c.task_options.k_max = 4
+    c.grid.update(dict(depth=[1, 2, 3, 4], width=[32], seed=[0, 1], lr=[3e-3], length=[24]))
+    c.model.heads = 2
+    c.train.update(dict(batch_size=32, steps=4000, steps_per_call=100, warmup=200,
+                        decay="constant"))
+    c.checkpoint_every = 1000
+  c.report.claims = claims(c.task_options.k_max)
   return config.smoke(c, length=24) if "smoke" in args else c

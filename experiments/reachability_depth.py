@@ -1,14 +1,25 @@
 # Run: depthscale run --config experiments/reachability_depth.py --workdir runs/reach
-#      (smoke: --config experiments/reachability_depth.py:smoke)
+#      (1-vs-2 cycles: :cycles; CPU scale: :cpu or :cycles,cpu; smoke: :smoke)
 """Graph reachability (Merrill & Sabharwal, Theorem 2): log-depth transformers decide
 it, fixed depth cannot as graphs grow. Random graphs with balanced labels, 8..64
 vertices, depths 1-8, width 128. Arg `cycles`: the 1-vs-2-cycle family instead.
+Measured per graph size (each model trains and is evaluated at one size): the accuracy
+of its decision, and per depth the largest size solved; the fit is depth against log2
+of that size. `cpu`: depths 1-4 x 2 seeds at width 64 (sizes in BUILD_NOTES.md).
 """
 from depthscale import config
 
+CLAIMS = [dict(kind="improves", axis="depth", measure="size_star",
+               claim="more depth, larger graphs decided (largest size solved, best seed)",
+               paper="Theorem 2: log-depth decides reachability; fixed depth cannot as "
+                     "graphs grow (1-vs-2 cycles: Omega(log N) layers conjectured)"),
+          dict(kind="fit_slope_positive", axis="depth",
+               claim="depth grows with log2(largest size solved): slope positive (95% CI)",
+               paper="depth = O(log n)")]
+
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("cycles", "smoke"))
+  args = config.study_args(arg, ("cycles", "cpu", "smoke"))
   c = config.defaults()
   family = "cycles" if "cycles" in args else "random"
   c.name = f"reachability_{family}_depth"
@@ -19,4 +30,17 @@ def get_config(arg=None):
   c.train.update(dict(batch_size=64, steps=50_000, steps_per_call=1000, warmup=1000,
                       weight_decay=0.01))
   c.checkpoint_every = 10_000
-  return config.smoke(c, length=8) if "smoke" in args else c
+  c.report.claims = list(CLAIMS)
+  if "cpu" in args:
+    c = config.cpu_scale(c)
+    c.grid.update(dict(depth=[1, 2, 3, 4], width=[64], seed=[0, 1], lr=[1e-3],
+                       length=[4, 8, 16] if family == "cycles" else [8, 16, 32]))
+    c.model.heads = 4
+    c.train.update(dict(batch_size=64, steps=2000, steps_per_call=100, warmup=100))
+    c.checkpoint_every = 500
+  if "smoke" in args:
+    sizes = list(c.grid.length)[:2] if "cpu" in args else None
+    c = config.smoke(c, length=8)
+    if sizes:
+      c.grid.length = sizes
+  return c

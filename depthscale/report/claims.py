@@ -88,12 +88,16 @@ def _partials_in_order(ctx, c):
           f"crossed in chain order ({len(models)} models in all)"), order == len(two)
 
 
-def _grows(ctx, c):
-  axis, measure = c["axis"], c.get("measure", "n_star")
+def _improves(ctx, c):
+  """The best `measure` over seeds improves along `axis` (n* up, a loss down): the last
+  value beats the first and no step is worse by more than `tol` (default 0)."""
+  axis, measure, tol = c["axis"], c.get("measure", "n_star"), c.get("tol", 0)
   rows = ctx["size_rows"] if measure == "size_star" else ctx["rows"]
   table = best_by(rows, axis, "n_star" if measure == "size_star" else measure, c.get("where"))
-  vals = list(table.values())
-  ok = len(vals) >= 2 and all(b >= a for a, b in zip(vals, vals[1:])) and vals[-1] > vals[0]
+  sign = -1 if measure in LOWER_IS_BETTER else 1
+  vals = [sign * v for v in table.values()]
+  ok = (len(vals) >= 2 and all(b >= a - tol for a, b in zip(vals, vals[1:]))
+        and vals[-1] > vals[0])
   return f"best {measure} by {axis}: {_listing(table, axis)}", ok
 
 
@@ -153,13 +157,29 @@ def _beats_companion(ctx, c):
 
 
 KINDS = {"loss_above": _loss_above, "loss_below": _loss_below,
-         "partials_in_order": _partials_in_order, "grows": _grows, "khop_bound": _khop_bound,
+         "partials_in_order": _partials_in_order, "improves": _improves, "khop_bound": _khop_bound,
          "fit_slope_positive": _fit_slope_positive,
          "more_than_companion": _more_than_companion, "beats_companion": _beats_companion}
 
 
+PARTIAL_SOLVED = 0.5  # a chain position is solved when its held-out partial loss is below
+
+
+def positions_solved(row: dict, below: float = PARTIAL_SOLVED) -> int | None:
+  """Leading chain positions x_1..x_j whose held-out partial loss is < `below` (None for
+  rows without partial losses)."""
+  losses, i = [], 1
+  while f"eval_partial_loss_{i}" in row:
+    losses.append(row[f"eval_partial_loss_{i}"])
+    i += 1
+  if not losses:
+    return None
+  return next((j for j, v in enumerate(losses) if v is None or v >= below), len(losses))
+
+
 def check(claims, rows, groups, all_fit, companions, threshold: float) -> list[dict]:
   """The study's claims checked on this run, as claims.json holds them."""
+  rows = [{**r, "positions_solved": positions_solved(r)} for r in rows]
   ctx = dict(rows=rows, groups=groups, fits=all_fit, companions=companions,
              size_rows=fits.size_rows(rows, threshold))
   out = []

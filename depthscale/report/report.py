@@ -301,7 +301,9 @@ def build_report(workdir: str) -> str:
   threshold = (config.get("eval") or {}).get("threshold", 0.95)
   by_size = rep.get("scaled_by") == "size"
   fit_rows = fits.size_rows(rows, threshold) if by_size else rows
-  all_fit, sets = fits.all_fits(fit_rows), fits.settings(fit_rows)
+  by_loss = rep.get("scaled_by") == "loss"
+  all_fit = {} if by_loss else fits.all_fits(fit_rows)
+  sets = fits.settings(fit_rows)
   others = _companions(workdir, rep.get("companions") or {})
   checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold)
   text = json.dumps({"fits": all_fit, "settings": sets}, indent=1)
@@ -323,7 +325,11 @@ def build_report(workdir: str) -> str:
   fit_note = (["Here n* is the largest size solved (see Accuracy per size): each model "
                "makes one decision per example, so leading positions do not apply.", ""]
               if by_size else [])
-  md += ["## Fits", ""] + fit_note + _fit_section(all_fit, config.get("paper_fit"))
+  if by_loss:
+    md += ["## Fits", "", "None: this task is measured by its losses (below), not by a "
+           "length solved.", ""]
+  else:
+    md += ["## Fits", ""] + fit_note + _fit_section(all_fit, config.get("paper_fit"))
   md += [""] + (sections.sizes(rows, threshold) if by_size else [])
   md += sections.losses(rows) + sections.partials(groups)
   md += sections.level_errors(rows, rep.get("paper_table") or {})

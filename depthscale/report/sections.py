@@ -52,7 +52,7 @@ def losses(rows) -> list[str]:
           + table(cols + ["best", "median", "per seed"], body) + [""])
 
 
-def partials(groups, below: float = 0.5) -> list[str]:
+def partials(groups, below: float = claims_lib.PARTIAL_SOLVED) -> list[str]:
   """The partial losses (x_1, x_2, ... of a chain) of every model: the first logged step
   each falls below `below`, their final values, and whether they fell in chain order."""
   models = claims_lib.partial_curves(groups)

@@ -40,7 +40,8 @@ class Task(abc.ABC):
       then mask later positions instead of resampling.
     scaled_by: what the report scales with depth (width, repeats): "n_star", the leading
       positions solved (one label per position), or "size", the largest size (grid
-      length) whose held-out accuracy reaches the threshold (one decision per example).
+      length) whose held-out accuracy reaches the threshold (one decision per example),
+      or "loss", no law over a solved length (regression: held-out and partial losses).
   """
   name: str
   loss: str

@@ -59,6 +59,7 @@ class Retrieval(base.Task):
       raise UserError(f"retrieval: implicit_curriculum must be a bool, got {ic!r}")
     self._options = {"chains": n, "dim": k, "implicit_curriculum": ic}
     self.name = "retrieval"
+    self.scaled_by = "loss"  # regression: the paper's measures are losses, not n*
     self.loss = "mse"
     self.input_vocab = None
     self.input_dim = 2 * k
