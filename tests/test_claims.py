@@ -1,0 +1,171 @@
+"""Each study's own measures and claims: the checks on made-up rows against numbers worked
+out here, then the `:cpu,smoke` variants end to end, every report measure recomputed
+independently from results.csv, the curves and the held-out accuracies."""
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+
+from depthscale import cli
+from depthscale.report import claims, fits
+
+SHORT = ["--no-progress", "--config.train.steps=120"]  # checkpoints at 60: smoke, shorter
+
+
+def _row(**kw):
+  return dict(dict(task="t", depth=1, width=32, heads=4, lr=1e-3, length=8, repeats=1,
+                   seed=0, n_star=0, eval_loss=1.0, seq_acc=0.5), **kw)
+
+
+def _check(claim, rows, groups=(), fit=None, companions=None, threshold=0.95):
+  return claims.check([dict(claim="c", paper="p", **claim)], rows, list(groups), fit or {},
+                      companions or {}, threshold)[0]
+
+
+def test_size_star_is_the_last_size_of_an_unbroken_run():
+  assert fits.size_star([4, 8, 16], [0.99, 0.96, 0.5], 0.95) == 8
+  assert fits.size_star([16, 4, 8], [0.99, 0.99, 0.2], 0.95) == 4  # order of the sizes
+  assert fits.size_star([4, 8, 16], [0.9, 0.99, 0.99], 0.95) == 0
+  rows = [_row(depth=d, seed=s, length=n, seq_acc=acc) for d, s, n, acc in
+          [(1, 0, 4, 0.99), (1, 0, 8, 0.6), (1, 1, 4, 0.97), (1, 1, 8, 0.96),
+           (2, 0, 4, 1.0), (2, 0, 8, 1.0)]]
+  got = {(r["depth"], r["seed"]): r["n_star"] for r in fits.size_rows(rows, 0.95)}
+  assert got == {(1, 0): 4, (1, 1): 8, (2, 0): 8}
+
+
+def test_claim_kinds_on_made_up_rows():
+  rows = [_row(depth=d, seed=s, eval_loss=l, n_star=n, k_star=k) for d, s, l, n, k in
+          [(1, 0, 0.9, 2, 0), (1, 1, 0.8, 3, 0), (2, 0, 0.5, 5, 1), (2, 1, 0.05, 4, 1),
+           (3, 0, 0.3, 9, 2), (3, 1, 0.6, 8, 3), (4, 0, 0.2, 9, 4), (4, 1, 0.9, 2, 1)]]
+  assert not _check(dict(kind="loss_above", value=0.7), rows)["holds"]   # 0.05 < 0.7
+  below = _check(dict(kind="loss_below", value=0.1), rows)
+  assert below["holds"] and "depth 2: 0.05" in below["measured"]
+  assert _check(dict(kind="improves", axis="depth", measure="n_star"), rows)["holds"]
+  # best loss by depth 0.8, 0.05, 0.3, 0.2: worse after depth 2 by more than tol
+  assert not _check(dict(kind="improves", axis="depth", measure="eval_loss"), rows)["holds"]
+  assert _check(dict(kind="khop_bound", k_max=4), rows)["holds"]  # k* 1, 3, 4 >= 1, 2, 4
+  weaker = [dict(r, k_star=min(r["k_star"], 2)) for r in rows]
+  assert not _check(dict(kind="khop_bound", k_max=4), weaker)["holds"]  # depth 4 needs 4
+  control = [_row(depth=d, n_star=9) for d in (1, 2, 3, 4)]
+  more = dict(kind="more_than_companion", companion="control")
+  assert _check(more, rows, companions={"control": control})["holds"]  # gain 6 vs 0
+  assert not _check(more, control, companions={"control": rows})["holds"]
+  assert "not found" in _check(more, rows)["measured"]
+  beats = dict(kind="beats_companion", companion="c", companion_where={"depth": 1})
+  assert _check(beats, rows, companions={"c": [_row(depth=1, n_star=8)]})["holds"]  # 9 > 8
+  assert not _check(beats, rows, companions={"c": [_row(depth=1, n_star=9)]})["holds"]
+
+
+def test_partial_losses_in_chain_order():
+  assert claims.crossings([10, 20, 30], [[0.9, 0.4, 0.1], [0.9, 0.8, 0.3]], 0.5) == [20, 30]
+  assert claims.in_chain_order([20, 30, None]) and not claims.in_chain_order([30, 20])
+  assert not claims.in_chain_order([None, 20])  # x_2 without x_1
+  group = {"rows": [_row(), _row(seed=1)],
+           "curves": {"step": [10, 20, 30],
+                      "partial_loss_1": [[0.9, 0.4, 0.1], [0.9, 0.9, 0.2]],
+                      "partial_loss_2": [[0.9, 0.8, 0.3], [0.9, 0.3, 0.2]]}}
+  got = _check(dict(kind="partials_in_order"), [], [group])
+  assert not got["holds"] and got["measured"].startswith("1 of 2 models")
+  assert claims.positions_solved({"eval_partial_loss_1": 0.2, "eval_partial_loss_2": 0.7,
+                                  "eval_partial_loss_3": 0.1}) == 1
+
+
+def _run(config, workdir, *extra):
+  assert cli.main(["run", "--config", config, "--workdir", str(workdir), *SHORT, *extra]) == 0
+  with open(workdir / "results.csv") as f:
+    rows = list(csv.DictReader(f))
+  groups = [json.loads(p.read_text()) for p in sorted((workdir / "groups").glob("*.json"))]
+  return rows, groups, json.loads((workdir / "claims.json").read_text())
+
+
+def _report_table(workdir, title):
+  """The body rows of the markdown table under `## title` in report.md, as cell lists."""
+  lines = (workdir / "report.md").read_text().splitlines()
+  after = lines[lines.index(f"## {title}"):]
+  start = next(i for i, l in enumerate(after) if l.startswith("|"))
+  end = next((i for i, l in enumerate(after[start:]) if not l.startswith("|")), None)
+  table = after[start:None if end is None else start + end]
+  return [[c.strip() for c in l.strip("|").split("|")] for l in table[2:]]
+
+
+@pytest.mark.slow
+def test_retrieval_partial_losses_and_claims(tmp_path):
+  rows, groups, checked = _run("experiments/retrieval_layers.py:ic,cpu,smoke", tmp_path / "w")
+  assert [c["claim"][:20] for c in checked] and all(
+      set(c) == {"claim", "paper", "measured", "holds"} for c in checked)
+  curves = groups[0]["curves"]
+  partial = np.stack([np.asarray(curves[f"partial_loss_{i}"], float) for i in range(1, 6)])
+  # the chain positions' losses average to the training loss (same examples, D equal parts)
+  np.testing.assert_allclose(partial.mean(0), np.asarray(curves["loss"], float), rtol=1e-5)
+  for r in groups[0]["rows"]:
+    mean = np.mean([r[f"eval_partial_loss_{i}"] for i in range(1, 6)])
+    np.testing.assert_allclose(mean, r["eval_loss"], rtol=1e-5)
+  # the report's steps below 0.5, recomputed from the curves
+  table = _report_table(tmp_path / "w", "Partial losses (per chain position) over training")
+  by_model = {(int(t[0]), int(t[1])): t[2:7] for t in table}
+  for i, r in enumerate(groups[0]["rows"]):
+    want = []
+    for p in partial[:, i]:
+      hit = np.nonzero(p < 0.5)[0]
+      want.append(str(curves["step"][hit[0]]) if hit.size else "–")
+    assert by_model[(r["depth"], r["seed"])] == want
+  # the held-out loss claim lists min eval_loss per depth from results.csv
+  best = {}
+  for r in rows:
+    best[int(r["depth"])] = min(best.get(int(r["depth"]), 9.0), float(r["eval_loss"]))
+  loss_claim = checked[0]["measured"]
+  for d, v in best.items():
+    assert f"depth {d}: {v:.3g}" in loss_claim
+  assert checked[0]["holds"] == any(v < 0.1 for v in best.values())
+
+
+@pytest.mark.slow
+def test_reachability_accuracy_per_size(tmp_path):
+  rows, groups, checked = _run("experiments/reachability_depth.py:cycles,cpu,smoke",
+                               tmp_path / "w")
+  for g in groups:  # one counted position: the decision's accuracy is the sequence's
+    for r, acc in zip(g["rows"], g["per_position_acc"]):
+      assert len(acc) == 1 and acc[0] == pytest.approx(r["seq_acc"], abs=1e-6)
+  best = {}
+  for r in rows:
+    key = (int(r["depth"]), int(r["length"]))
+    best[key] = max(best.get(key, 0.0), float(r["seq_acc"]))
+  sizes = sorted({n for _, n in best})
+  table = _report_table(tmp_path / "w", "Accuracy per size")
+  for t in table:
+    d = int(t[0])
+    accs = [best[(d, n)] for n in sizes]
+    assert [float(x) for x in t[3:3 + len(sizes)]] == pytest.approx(accs, abs=5e-4)
+    solved = 0
+    for n, a in zip(sizes, accs):
+      if a < 0.95:
+        break
+      solved = n
+    assert int(t[-1]) == solved
+  assert checked[0]["measured"].startswith("best size_star by depth")
+
+
+@pytest.mark.slow
+def test_looped_beside_standard_models(tmp_path):
+  work = tmp_path / "w"
+  rows, groups, checked = _run("experiments/looped_a5.py:cpu,smoke", work)
+  with open(work / "standard" / "results.csv") as f:
+    standard = list(csv.DictReader(f))
+  for g in groups:  # n* recomputed from the held-out accuracy per position
+    for r, acc in zip(g["rows"], g["per_position_acc"]):
+      below = np.nonzero(np.asarray(acc) < 0.95)[0]
+      assert r["n_star"] == (int(below[0]) if below.size else len(acc))
+  best = lambda rs, key: {k: max(int(r["n_star"]) for r in rs if key(r) == k)
+                          for k in {key(r) for r in rs}}
+  looped = best(rows, lambda r: int(r["depth"]) * int(r["repeats"]))
+  plain = best(standard, lambda r: int(r["depth"]))
+  table = _report_table(work, "Beside the companion run `standard`")
+  for t in table:
+    d = int(t[0])
+    assert t[1] == str(looped.get(d, "–")) and t[2] == str(plain.get(d, "–"))
+  fit = json.loads((work / "fits.json").read_text())["fits"]
+  assert "repeats_vs_log2_nstar" in fit
+  same_params = checked[1]
+  assert same_params["holds"] == (max(looped.values()) > plain[1])
