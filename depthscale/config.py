@@ -269,6 +269,15 @@ def validate(c: ml_collections.ConfigDict):
   _num(c, "plan.max_models_per_group", 1, integer=True)
   if c.wandb.mode not in ("", "online", "offline", "disabled"):
     raise ConfigError(f"wandb.mode: {c.wandb.mode!r}; valid: '', online, offline, disabled")
+  if c.report.claims:
+    from depthscale.report import claims as claims_lib  # no jax; matplotlib only if claims
+    try:
+      claims_lib.check_spec([dict(x) for x in c.report.claims], dict(c.report.companions))
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
+  for name, spec in dict(c.report.companions).items():
+    if not isinstance(spec, str) or not os.path.isfile(spec.partition(":")[0]):
+      raise ConfigError(f"report.companions.{name}: {spec!r} is not a study file.py[:args]")
   for n in lengths:
     try:
       task.check_length(n)

@@ -169,3 +169,16 @@ def test_looped_beside_standard_models(tmp_path):
   assert "repeats_vs_log2_nstar" in fit
   same_params = checked[1]
   assert same_params["holds"] == (max(looped.values()) > plain[1])
+
+
+@pytest.mark.parametrize("override, words", [
+    ("--config.report.claims=[{'kind': 'grow', 'claim': 'x'}]", ["kind 'grow'", "improves"]),
+    ("--config.report.claims=[{'kind': 'loss_above', 'claim': 'x'}]", ["give value"]),
+    ("--config.report.claims=[{'kind': 'beats_companion', 'claim': 'x', 'companion': 'c'}]",
+     ["companion 'c' is not in report.companions"]),
+])
+def test_bad_claims_are_refused_in_one_line_before_compiling(override, words, capsys):
+  assert cli.main(["plan", "--no-probe", "--config", "experiments/quickstart.py:smoke",
+                   override]) == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and all(w in err for w in words), err

@@ -41,3 +41,17 @@ def test_paper_fits_recorded():
   assert (c.paper_fit.slope, c.paper_fit.intercept) == (4.8, -15.8)
   c = config.load(os.path.join(ROOT, "experiments", "a5_width.py"))
   assert (c.paper_fit.slope, c.paper_fit.intercept) == (7.2, -41.7)
+
+
+@pytest.mark.parametrize("path", [f for f in FILES if not f.endswith("quickstart.py")],
+                         ids=os.path.basename)
+def test_cpu_variant_has_an_axis_of_three_and_two_seeds_and_claims(path):
+  for arg in ARGS.get(os.path.basename(path), [None]):
+    c = config.load(f"{path}:{arg},cpu" if arg else f"{path}:cpu")
+    _, groups = runner.planned(c)
+    g = c.grid
+    assert max(len(g.depth), len(g.width), len(g.repeats), len(g.length)) >= 3
+    assert len(g.seed) >= 2 and c.model.compute_dtype == "float32"
+    assert c.report.claims and all({"kind", "claim", "paper"} <= set(x) for x in c.report.claims)
+    for name, spec in c.report.companions.items():
+      runner.planned(config.load(spec))  # a companion study loads and plans too

@@ -177,6 +177,29 @@ def positions_solved(row: dict, below: float = PARTIAL_SOLVED) -> int | None:
   return next((j for j, v in enumerate(losses) if v is None or v >= below), len(losses))
 
 
+REQUIRED = {"loss_above": ("value",), "loss_below": ("value",), "partials_in_order": (),
+            "improves": ("axis",), "khop_bound": ("k_max",), "fit_slope_positive": ("axis",),
+            "more_than_companion": ("companion",), "beats_companion": ("companion",)}
+
+
+def check_spec(claims, companions) -> None:
+  """A one-line ValueError for a claim the report could not check (unknown kind, a
+  missing field, a companion the study does not run)."""
+  for i, c in enumerate(claims):
+    kind = c.get("kind") if isinstance(c, dict) else None
+    if kind not in KINDS:
+      raise ValueError(f"report.claims[{i}]: kind {kind!r}; valid: {', '.join(KINDS)}")
+    missing = [k for k in ("claim",) + REQUIRED[kind] if k not in c]
+    if missing:
+      raise ValueError(f"report.claims[{i}] ({kind}): give {', '.join(missing)}")
+    if "axis" in c and c["axis"] not in ("depth", "width", "repeats", "length"):
+      raise ValueError(f"report.claims[{i}]: axis {c['axis']!r}; valid: depth, width, "
+                       "repeats, length")
+    if "companion" in c and c["companion"] not in companions:
+      raise ValueError(f"report.claims[{i}]: companion {c['companion']!r} is not in "
+                       f"report.companions ({', '.join(companions) or 'none'})")
+
+
 def check(claims, rows, groups, all_fit, companions, threshold: float) -> list[dict]:
   """The study's claims checked on this run, as claims.json holds them."""
   rows = [{**r, "positions_solved": positions_solved(r)} for r in rows]
