@@ -4,8 +4,8 @@
 token), 4 letters, N = 100; GPT-2 style, width 128 (4 heads) and 256 (8 heads),
 depths 2-6; AdamW 1e-4, 1000 warm-up steps then linear decay, batch 32, 100k steps.
 Theory: 2 + ceil(log2 k) layers suffice.
-`cpu`: k in 0..4, strings of 24, depths 1-4 x 2 seeds at width 32 (the quickstart's
-sizes; evidence in BUILD_NOTES.md).
+`cpu`: k in 0..4, strings of 24, depths 1-4 x 2 seeds at width 32: the quickstart
+(experiments/quickstart.py is this variant; evidence in BUILD_NOTES.md).
 """
 from depthscale import config
 
@@ -44,5 +44,6 @@ def get_config(arg=None):
     c.train.update(dict(batch_size=32, steps=4000, steps_per_call=100, warmup=200,
                         decay="constant"))
     c.checkpoint_every = 1000
+    c.plan.strategy = "pad"  # the quickstart's figures (BUILD_NOTES) were measured so
   c.report.claims = claims(c.task_options.k_max)
   return config.smoke(c, length=24) if "smoke" in args else c
