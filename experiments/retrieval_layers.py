@@ -5,7 +5,8 @@ IC (implicit curriculum, D=5) succeeds with enough layers; non-IC (D=3) fails in
 runs (final loss > 0.7); in every IC run the partial losses fall below 0.5 in chain
 order. 1-8 layers x 8 seeds, width 128, 8 heads, Adam lr 1e-3, decoupled weight decay
 0.1, batch 512, 10k steps, no positional embedding beyond the task's own code.
-`cpu`: depths 1-4 x 2 seeds at width 64 (sizes and evidence in BUILD_NOTES.md).
+`cpu`: D = 3 in both arms, depths 1-4 x 2 seeds at width 32, batch 64, 3000 steps
+(sizes and evidence in BUILD_NOTES.md).
 """
 from depthscale import config
 
@@ -43,11 +44,11 @@ def get_config(arg=None):
                       clip_norm=0.0))
   c.checkpoint_every = 2000
   c.report.claims = claims(ic)
-  if "cpu" in args:
+  if "cpu" in args:  # D = 3 in both arms: D = 5 learned nothing in CPU budgets (BUILD_NOTES)
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[1, 2, 3, 4], width=[64], seed=[0, 1]))
+    c.grid.update(dict(depth=[1, 2, 3, 4], width=[32], seed=[0, 1], lr=[3e-3], length=[3]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=128, steps=2000, steps_per_call=100))
+    c.train.update(dict(batch_size=64, steps=3000, steps_per_call=100))
     c.checkpoint_every = 500
   if "smoke" in args:
     c = config.smoke(c, length=c.grid.length[0])
