@@ -77,14 +77,7 @@ def load_workdir(workdir: str) -> dict:
               csv_count=None if csv_rows is None else len(csv_rows))
 
 
-def _fmt(v) -> str:
-  if v is None:
-    return "–"
-  if isinstance(v, bool):
-    return "yes" if v else "no"
-  if isinstance(v, float):
-    return f"{v:.4g}"
-  return str(v)
+_fmt = sections.fmt
 
 
 def _ci(fit: dict, name: str) -> str:
@@ -92,10 +85,7 @@ def _ci(fit: dict, name: str) -> str:
   return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else "–"
 
 
-def _table(head, body) -> list[str]:
-  return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-          + ["| " + " | ".join(_fmt(c) if not isinstance(c, str) else c for c in r) + " |"
-             for r in body])
+_table = sections.table
 
 
 def _canvas():

@@ -12,7 +12,7 @@ from depthscale.report import claims as claims_lib
 from depthscale.report import fits
 
 
-def _fmt(v) -> str:
+def fmt(v) -> str:
   if v is None:
     return "–"
   if isinstance(v, bool):
@@ -22,7 +22,7 @@ def _fmt(v) -> str:
 
 def table(head, body) -> list[str]:
   return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-          + ["| " + " | ".join(c if isinstance(c, str) else _fmt(c) for c in r) + " |"
+          + ["| " + " | ".join(c if isinstance(c, str) else fmt(c) for c in r) + " |"
              for r in body])
 
 
@@ -63,8 +63,8 @@ def partials(groups, below: float = claims_lib.PARTIAL_SOLVED) -> list[str]:
   for row, steps, curves in sorted(models, key=lambda m: (m[0]["depth"], m[0].get("seed", 0))):
     cross = claims_lib.crossings(steps, curves, below)
     final = [next((v for v in reversed(c) if v is not None), None) for c in curves]
-    body.append([row["depth"], row.get("seed")] + [_fmt(x) for x in cross]
-                + [" ".join(_fmt(v) for v in final),
+    body.append([row["depth"], row.get("seed")] + [fmt(x) for x in cross]
+                + [" ".join(fmt(v) for v in final),
                    claims_lib.in_chain_order(cross) if sum(x is not None for x in cross) >= 2
                    else "–"])
   return (["## Partial losses (per chain position) over training", "",
