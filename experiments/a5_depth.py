@@ -5,7 +5,7 @@
 Curriculum 2, 4, ..., 128; ~100M training sequences (batch 128 x 800k steps); AdamW
 lr 1e-4, weight decay 0.01. Published fit: d = 4.8 log2(n*) - 15.8 (r^2 = 0.93).
 `control`: the abelian group Z60 (same size; TC0, so fixed depth suffices) instead of
-A5 (NC1-complete). `cpu`: depths 1-4 x 2 seeds at width 64, with the control run beside
+A5 (NC1-complete). `cpu`: depths 1-4 x 2 seeds at width 32, with the control run beside
 it in WORKDIR/control (sizes and evidence in BUILD_NOTES.md).
 """
 from depthscale import config
@@ -42,9 +42,9 @@ def get_config(arg=None):
     c.report.claims = list(CLAIMS)
   if "cpu" in args:
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[1, 2, 3, 4], width=[64], seed=[0, 1], lr=[1e-3], length=[16]))
+    c.grid.update(dict(depth=[1, 2, 3, 4], width=[32], seed=[0, 1], lr=[3e-3], length=[16]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=64, steps=2000, steps_per_call=100, warmup=100))
+    c.train.update(dict(batch_size=32, steps=2000, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
     if group == "A5":
       smoke = ",smoke" if "smoke" in args else ""

@@ -3,7 +3,7 @@
 """Merrill & Sabharwal, width sweep: A5 word problem, depth 6, widths 128..1024, 3 seeds.
 
 Published fit: n* = 7.2 log2(w) - 41.7 (r^2 = 0.98): width must grow like exp(n).
-`cpu`: depth 2, widths 16-128 x 2 seeds (sizes and evidence in BUILD_NOTES.md).
+`cpu`: depth 2, widths 16-64 x 2 seeds (sizes and evidence in BUILD_NOTES.md).
 """
 from depthscale import config
 
@@ -31,10 +31,9 @@ def get_config(arg=None):
   c.report.claims = list(CLAIMS)
   if "cpu" in args:
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[2], width=[16, 32, 64, 128], seed=[0, 1], lr=[1e-3],
-                       length=[16]))
+    c.grid.update(dict(depth=[2], width=[16, 32, 64], seed=[0, 1], lr=[3e-3], length=[16]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=64, steps=2000, steps_per_call=100, warmup=100))
+    c.train.update(dict(batch_size=32, steps=2000, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
   if "smoke" in args:
     c = config.smoke(c, depths=(1, 2))

@@ -3,7 +3,7 @@
 """The model of the theory: a looped transformer whose 2-layer block repeats r times,
 r in {1, 2, 4, 8, 16} ~ c log2 n, on the A5 word problem up to length 128 (the
 experiment the paper's authors could not afford). Width 256, 3 seeds.
-`cpu`: a 1-layer block repeated 1, 2, 4 times x 2 seeds at width 64, beside standard
+`cpu`: a 1-layer block repeated 1, 2, 4 times x 2 seeds at width 32, beside standard
 models of depth 1-4 (a5_depth.py:cpu, same sizes) in WORKDIR/standard: the same
 effective depth, and (depth 1) the same parameter count.
 """
@@ -36,10 +36,10 @@ def get_config(arg=None):
   c.report.claims = list(CLAIMS)
   if "cpu" in args:  # the sizes of a5_depth.py:cpu, so that its models stand beside these
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[1], repeats=[1, 2, 4], width=[64], seed=[0, 1], lr=[1e-3],
+    c.grid.update(dict(depth=[1], repeats=[1, 2, 4], width=[32], seed=[0, 1], lr=[3e-3],
                        length=[16]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=64, steps=2000, steps_per_call=100, warmup=100))
+    c.train.update(dict(batch_size=32, steps=2000, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
     smoke = ",smoke" if "smoke" in args else ""
     standard = os.path.join(os.path.dirname(__file__), "a5_depth.py")
