@@ -130,7 +130,8 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
   out.update(fit_line(x_S, y_S))
   if "error" in out and axis in LOG_AXES:  # say why in the study's terms
     out["error"] = (f"no model reached n* >= 1 ({len(rows)} models)" if not kept else
-                    f"{reduce} n* is {sorted(set(red_S))} at every {axis}: log2 n* does not "
+                    f"{reduce} n* is {', '.join(f'{v:g}' for v in sorted(set(red_S)))} at "
+                    f"every {axis}: log2 n* does not "
                     f"vary, so there is no law of {axis} in it")
   out["points"] = [{axis: s.get(axis), "n_star": v,
                     "seeds": len(ns), "x": float(x), "y": float(y)}
