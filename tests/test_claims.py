@@ -182,3 +182,26 @@ def test_bad_claims_are_refused_in_one_line_before_compiling(override, words, ca
                    override]) == 2
   err = capsys.readouterr().err.strip()
   assert len(err.splitlines()) == 1 and all(w in err for w in words), err
+
+
+def test_khop_error_per_k_and_claims(reference_run):
+  """The quickstart smoke (k-hop): the per-k error table is 1 - the best seed's held-out
+  accuracy at each k (best = largest k*, then lowest held-out loss), and the k* claim
+  lists the best k* per depth, both from results.csv."""
+  workdir, _ = reference_run
+  with open(workdir / "results.csv") as f:
+    rows = list(csv.DictReader(f))
+  best = {}
+  for r in rows:
+    key, rank = int(r["depth"]), (int(r["k_star"]), -float(r["eval_loss"]))
+    if key not in best or rank > best[key][0]:
+      best[key] = (rank, [1 - float(a) for a in r["level_acc"].split()])
+  table = _report_table(workdir, "Error per k by depth (best seed) beside the paper")
+  assert sorted(int(t[0]) for t in table) == sorted(best)
+  for t in table:
+    errors = best[int(t[0])][1]
+    assert [float(x) for x in t[2:2 + len(errors)]] == pytest.approx(errors, abs=1.5e-3)
+  checked = json.loads((workdir / "claims.json").read_text())
+  k_claim = next(c for c in checked if c["measured"].startswith("best k_star"))
+  for d, ((k, _), _) in best.items():
+    assert f"depth {d}: {k}" in k_claim["measured"]

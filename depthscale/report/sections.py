@@ -104,7 +104,7 @@ def level_errors(rows, paper: dict) -> list[str]:
   if not have:
     return []
   best = {}
-  for r in sorted(have, key=fits.seed_rank):
+  for r in sorted(have, key=lambda r: (r.get("k_star", -1), -(r.get("eval_loss") or 0.0))):
     best[(r["depth"], r.get("width"))] = r
   levels = len(str(best[next(iter(best))]["level_acc"]).split())
   body = [[d, w] + [f"{1 - float(a):.3f}" for a in str(r["level_acc"]).split()]
