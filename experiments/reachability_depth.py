@@ -5,7 +5,8 @@ it, fixed depth cannot as graphs grow. Random graphs with balanced labels, 8..64
 vertices, depths 1-8, width 128. Arg `cycles`: the 1-vs-2-cycle family instead.
 Measured per graph size (each model trains and is evaluated at one size): the accuracy
 of its decision, and per depth the largest size solved; the fit is depth against log2
-of that size. `cpu`: depths 1-4 x 2 seeds at width 64 (sizes in BUILD_NOTES.md).
+of that size. `cpu`: depths 1-4 x 2 seeds at width 32, 3 small sizes, 1000 steps: the
+cheapest honest sizes, since nothing was learned at any CPU budget tried (BUILD_NOTES.md).
 """
 from depthscale import config
 
@@ -33,10 +34,10 @@ def get_config(arg=None):
   c.report.claims = list(CLAIMS)
   if "cpu" in args:
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[1, 2, 3, 4], width=[64], seed=[0, 1], lr=[1e-3],
-                       length=[4, 8, 16] if family == "cycles" else [8, 16, 32]))
+    c.grid.update(dict(depth=[1, 2, 3, 4], width=[32], seed=[0, 1], lr=[1e-3],
+                       length=[4, 8, 12] if family == "cycles" else [6, 8, 12]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=64, steps=2000, steps_per_call=100, warmup=100))
+    c.train.update(dict(batch_size=32, steps=1000, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
   if "smoke" in args:
     sizes = list(c.grid.length)[:2] if "cpu" in args else None

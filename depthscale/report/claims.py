@@ -113,9 +113,11 @@ def _khop_bound(ctx, c):
 def _fit_slope_positive(ctx, c):
   name = fits.NAMES[c["axis"]]
   mine = [(k, p["best"]) for k, p in ctx["fits"].items() if k.startswith(name)]
-  mine = [(k, f) for k, f in mine if "error" not in f]
-  if not mine:
-    return f"no {c['axis']} fit", False
+  ok = [(k, f) for k, f in mine if "error" not in f]
+  if not ok:
+    why = "; ".join(f"`{k}`: {f['error']}" for k, f in mine) or "the grid has one value"
+    return f"no {c['axis']} fit ({why})", False
+  mine = ok
   key, f = mine[0]
   lo, hi = (f.get("ci95") or {}).get("slope") or (math.nan, math.nan)
   r2 = "–" if f["r2"] is None else f"{f['r2']:.2f}"
