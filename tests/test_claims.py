@@ -205,3 +205,14 @@ def test_khop_error_per_k_and_claims(reference_run):
   k_claim = next(c for c in checked if c["measured"].startswith("best k_star"))
   for d, ((k, _), _) in best.items():
     assert f"depth {d}: {k}" in k_claim["measured"]
+
+
+def test_a_rerun_with_edited_claims_updates_config_json(tmp_path):
+  from depthscale import config
+  from depthscale.sweep import runner
+  c = config.load("experiments/quickstart.py:smoke")
+  runner.prepare_workdir(c, str(tmp_path))
+  c.report.claims = c.report.claims[:1]
+  runner.prepare_workdir(c, str(tmp_path))
+  saved = json.loads((tmp_path / "config.json").read_text())
+  assert len(saved["report"]["claims"]) == 1

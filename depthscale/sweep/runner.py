@@ -75,7 +75,8 @@ def check_workdir(workdir: str) -> None:
 
 
 def prepare_workdir(c, workdir: str) -> None:
-  """Write config.json, or refuse (one line) if the workdir holds another study."""
+  """Write config.json, or refuse (one line) if the workdir holds another study. A rerun
+  of the same study with other claims (the `report` section) updates config.json."""
   path = os.path.join(workdir, "config.json")
   if os.path.exists(path):
     with open(path) as f:
@@ -91,6 +92,8 @@ def prepare_workdir(c, workdir: str) -> None:
       raise config_lib.ConfigError(
           f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
           "use a new --workdir or rerun with the original config")
+    if old.get("report") != new.get("report"):  # edited claims reach the next report
+      results.write_atomic(path, c.to_json_best_effort(indent=2))
     return
   os.makedirs(workdir, exist_ok=True)
   results.write_atomic(path, c.to_json_best_effort(indent=2))
