@@ -96,15 +96,18 @@ def test_retrieval_partial_losses_and_claims(tmp_path):
   assert [c["claim"][:20] for c in checked] and all(
       set(c) == {"claim", "paper", "measured", "holds"} for c in checked)
   curves = groups[0]["curves"]
-  partial = np.stack([np.asarray(curves[f"partial_loss_{i}"], float) for i in range(1, 6)])
+  d = int(rows[0]["length"])  # chain length D: one partial loss per position
+  assert sorted(k for k in curves if k.startswith("partial_loss_")) == [
+      f"partial_loss_{i}" for i in range(1, d + 1)]
+  partial = np.stack([np.asarray(curves[f"partial_loss_{i}"], float) for i in range(1, d + 1)])
   # the chain positions' losses average to the training loss (same examples, D equal parts)
   np.testing.assert_allclose(partial.mean(0), np.asarray(curves["loss"], float), rtol=1e-5)
   for r in groups[0]["rows"]:
-    mean = np.mean([r[f"eval_partial_loss_{i}"] for i in range(1, 6)])
+    mean = np.mean([r[f"eval_partial_loss_{i}"] for i in range(1, d + 1)])
     np.testing.assert_allclose(mean, r["eval_loss"], rtol=1e-5)
   # the report's steps below 0.5, recomputed from the curves
   table = _report_table(tmp_path / "w", "Partial losses (per chain position) over training")
-  by_model = {(int(t[0]), int(t[1])): t[2:7] for t in table}
+  by_model = {(int(t[0]), int(t[1])): t[2:2 + d] for t in table}
   for i, r in enumerate(groups[0]["rows"]):
     want = []
     for p in partial[:, i]:
