@@ -333,7 +333,7 @@ def build_report(workdir: str) -> str:
   md += _table(set_cols + ["seeds", "n* per seed", "best n*", "median n*", "frozen"],
                [[s.get(k) for k in set_cols] + [len(s["seeds"]), str(s["n_star"]), s["best"],
                                                 s["median"], s["frozen"]]
-                for s in fits.settings(rows)])
+                for s in (fits.settings(rows) if by_size else sets)])
   cols = [c for c in MODEL_COLS if any(c in r for r in rows)]
   cols += sorted({k for r in rows for k in r} - set(cols))
   ordered = [r for _, g in fits.group_settings(rows) for r in g]
