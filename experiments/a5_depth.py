@@ -1,14 +1,23 @@
 # Run: depthscale run --config experiments/a5_depth.py --workdir runs/a5_depth
-#      (CPU scale, with the Z60 control beside it: :cpu; smoke: :smoke)
+#      (CPU scale, controls beside it: :cpu; generators at paper scale: :gen; smoke: :smoke)
 """Merrill & Sabharwal, depth sweep: A5 word problem, width 512, depths 6..24, 3 seeds.
 
 Curriculum 2, 4, ..., 128; ~100M training sequences (batch 128 x 800k steps); AdamW
 lr 1e-4, weight decay 0.01. Published fit: d = 4.8 log2(n*) - 15.8 (r^2 = 0.93).
-`control`: the abelian group Z60 (same size; TC0, so fixed depth suffices) instead of
-A5 (NC1-complete). `cpu`: depths 1-4 x 2 seeds at width 32, with the control run beside
-it in WORKDIR/control (sizes and evidence in BUILD_NOTES.md).
+Paper scale keeps the paper's encoding (one letter per element); `gen` writes words over
+a generating set of A5 instead ((0 1 2 3 4), (0 1 2) and the identity: still
+NC1-complete). `control`: the abelian Z60 (TC0: fixed depth suffices); `solvable`: A4 x
+Z5, solvable and non-abelian (also TC0), both of order 60. `cpu`: generators, depths 1-3
+x 2 seeds, with both controls run beside A5 in WORKDIR/control and WORKDIR/solvable
+(sizes and evidence in BUILD_NOTES.md).
 """
 from depthscale import config
+
+# The letters of each group over generators (identity included): A5 its default two,
+# (0 1 2 3 4) and (0 1 2); A4 x Z5 two as well (its default is three: A4's two and Z5's
+# one); Z60 its generator +1 (the word-problem literature's pairing).
+GENERATORS = {"A4xZ5": "(0 1 2)(4 5 6 7 8),(0 1)(2 3)"}
+NAMES = {"A5": "a5_depth", "Z60": "z60_depth", "A4xZ5": "a4z5_depth"}
 
 CLAIMS = [dict(kind="improves", axis="depth", measure="n_star",
                claim="more depth, longer sequences solved (best seed n*)",
@@ -16,20 +25,33 @@ CLAIMS = [dict(kind="improves", axis="depth", measure="n_star",
           dict(kind="fit_slope_positive", axis="depth",
                claim="depth grows like log n*: the depth fit's slope is positive (95% CI)",
                paper="d = 4.8 log2(n*) - 15.8, r² 0.93")]
-CONTROL_CLAIM = dict(kind="more_than_companion", companion="control", axis="depth",
-                     measure="n_star",
-                     claim="depth buys more length for A5 than for the abelian control Z60 "
-                           "(and Z60 is solved at least as far at the shallowest depth)",
-                     paper="A5 is NC1-complete (needs depth ~ log n); abelian groups are in "
-                           "TC0 (fixed depth suffices)")
+
+
+def control_claim(name: str, group: str, kind: str) -> dict:
+  return dict(kind="more_than_companion", companion=name, axis="depth", measure="n_star",
+              claim=f"depth buys more length for A5 than for the {kind} control {group} "
+                    f"(and {group} is solved at least as far at the shallowest depth)",
+              paper=f"A5 is NC1-complete (needs depth ~ log n); {group} is {kind}, in TC0 "
+                    "(fixed depth suffices)")
+
+
+def word_problem(group: str, generators: bool) -> dict:
+  if not generators:
+    return {"group": group}
+  out = {"group": group, "inputs": "generators"}
+  if group in GENERATORS:
+    out["generators"] = GENERATORS[group]
+  return out
 
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("control", "cpu", "smoke"))
+  args = config.study_args(arg, ("control", "solvable", "cpu", "gen", "smoke"),
+                           exclusive=(("control", "solvable"),))
   c = config.defaults()
-  group = "Z60" if "control" in args else "A5"
-  c.name = "a5_depth" if group == "A5" else "z60_depth"
-  c.task, c.task_options = "word_problem", {"group": group}
+  group = "Z60" if "control" in args else "A4xZ5" if "solvable" in args else "A5"
+  generators = "gen" in args or "cpu" in args
+  c.name = NAMES[group] + ("-gen" if "gen" in args else "")
+  c.task, c.task_options = "word_problem", word_problem(group, generators)
   c.grid.update(dict(depth=[6, 9, 12, 15, 18, 21, 24], width=[512], seed=[0, 1, 2],
                      lr=[1e-4], length=[128], repeats=[1]))
   c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
@@ -38,16 +60,19 @@ def get_config(arg=None):
   c.checkpoint_every = 20_000
   if group == "A5":
     c.paper_fit.update(dict(kind="depth", slope=4.8, intercept=-15.8, r2=0.93,
-                            source="Merrill & Sabharwal 2025, depth sweep at width 512"))
+                            source="Merrill & Sabharwal 2025, depth sweep at width 512 "
+                                   "(one letter per element)"))
     c.report.claims = list(CLAIMS)
   if "cpu" in args:
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[1, 2, 3, 4], width=[32], seed=[0, 1], lr=[3e-3], length=[16]))
+    c.grid.update(dict(depth=[1, 2, 3], width=[64], seed=[0, 1], lr=[3e-3], length=[32]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=32, steps=2000, steps_per_call=100, warmup=0))
+    c.train.update(dict(batch_size=64, steps=1500, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
     if group == "A5":
       smoke = ",smoke" if "smoke" in args else ""
-      c.report.companions = {"control": f"{__file__}:control,cpu{smoke}"}
-      c.report.claims = list(CLAIMS) + [CONTROL_CLAIM]
+      c.report.companions = {"control": f"{__file__}:control,cpu{smoke}",
+                             "solvable": f"{__file__}:solvable,cpu{smoke}"}
+      c.report.claims = list(CLAIMS) + [control_claim("control", "Z60", "abelian"),
+                                        control_claim("solvable", "A4 x Z5", "solvable")]
   return config.smoke(c) if "smoke" in args else c

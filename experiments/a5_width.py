@@ -1,9 +1,10 @@
 # Run: depthscale run --config experiments/a5_width.py --workdir runs/a5_width
-#      (CPU scale: :cpu; smoke: :smoke)
+#      (CPU scale: :cpu; generators at paper scale: :gen; smoke: :smoke)
 """Merrill & Sabharwal, width sweep: A5 word problem, depth 6, widths 128..1024, 3 seeds.
 
 Published fit: n* = 7.2 log2(w) - 41.7 (r^2 = 0.98): width must grow like exp(n).
-`cpu`: depth 2, widths 16-64 x 2 seeds (sizes and evidence in BUILD_NOTES.md).
+`gen`: words over A5's generators (as a5_depth.py) at paper scale. `cpu`: generators,
+depth 2, widths 16-128 x 2 seeds (sizes and evidence in BUILD_NOTES.md).
 """
 from depthscale import config
 
@@ -16,10 +17,12 @@ CLAIMS = [dict(kind="improves", axis="width", measure="n_star",
 
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("cpu", "smoke"))
+  args = config.study_args(arg, ("cpu", "gen", "smoke"))
   c = config.defaults()
-  c.name = "a5_width"
+  c.name = "a5_width" + ("-gen" if "gen" in args else "")
   c.task, c.task_options = "word_problem", {"group": "A5"}
+  if "gen" in args or "cpu" in args:  # A5's generators (0 1 2 3 4), (0 1 2) and the identity
+    c.task_options.inputs = "generators"
   c.grid.update(dict(depth=[6], width=[128, 256, 512, 1024], seed=[0, 1, 2], lr=[1e-4],
                      length=[128], repeats=[1]))
   c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
@@ -27,13 +30,15 @@ def get_config(arg=None):
                       weight_decay=0.01, curriculum="adaptive", advance_at=0.95))
   c.checkpoint_every = 20_000
   c.paper_fit.update(dict(kind="width", slope=7.2, intercept=-41.7, r2=0.98,
-                          source="Merrill & Sabharwal 2025, width sweep at depth 6"))
+                          source="Merrill & Sabharwal 2025, width sweep at depth 6 "
+                                 "(one letter per element)"))
   c.report.claims = list(CLAIMS)
   if "cpu" in args:
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[2], width=[16, 32, 64], seed=[0, 1], lr=[3e-3], length=[16]))
+    c.grid.update(dict(depth=[2], width=[16, 32, 64, 128], seed=[0, 1], lr=[3e-3],
+                       length=[32]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=32, steps=2000, steps_per_call=100, warmup=0))
+    c.train.update(dict(batch_size=64, steps=1500, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
   if "smoke" in args:
     c = config.smoke(c, depths=(1, 2))

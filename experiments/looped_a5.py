@@ -1,10 +1,12 @@
 # Run: depthscale run --config experiments/looped_a5.py --workdir runs/looped_a5
-#      (CPU scale, standard models beside it: :cpu; smoke: :smoke)
+#      (CPU scale, standard models beside it: :cpu; generators at paper scale: :gen;
+#      smoke: :smoke)
 """The model of the theory: a looped transformer whose 2-layer block repeats r times,
 r in {1, 2, 4, 8, 16} ~ c log2 n, on the A5 word problem up to length 128 (the
-experiment the paper's authors could not afford). Width 256, 3 seeds.
-`cpu`: a 1-layer block repeated 1, 2, 4 times x 2 seeds at width 32, beside standard
-models of depth 1-4 (a5_depth.py:cpu, same sizes) in WORKDIR/standard: the same
+experiment the paper's authors could not afford). Width 256, 3 seeds. `gen`: words over
+A5's generators (as a5_depth.py) at paper scale.
+`cpu`: generators, a 1-layer block repeated 1, 2, 3 times x 2 seeds, beside standard
+models of depth 1-3 (a5_depth.py:cpu, same sizes) in WORKDIR/standard: the same
 effective depth, and (depth 1) the same parameter count.
 """
 import os
@@ -23,10 +25,12 @@ SAME_PARAMS = dict(kind="beats_companion", companion="standard", measure="n_star
 
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("cpu", "smoke"))
+  args = config.study_args(arg, ("cpu", "gen", "smoke"))
   c = config.defaults()
-  c.name = "looped_a5"
+  c.name = "looped_a5" + ("-gen" if "gen" in args else "")
   c.task, c.task_options = "word_problem", {"group": "A5"}
+  if "gen" in args or "cpu" in args:  # A5's generators (0 1 2 3 4), (0 1 2) and the identity
+    c.task_options.inputs = "generators"
   c.grid.update(dict(depth=[2], repeats=[1, 2, 4, 8, 16], width=[256], seed=[0, 1, 2],
                      lr=[1e-4], length=[128]))
   c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale
@@ -36,10 +40,10 @@ def get_config(arg=None):
   c.report.claims = list(CLAIMS)
   if "cpu" in args:  # the sizes of a5_depth.py:cpu, so that its models stand beside these
     c = config.cpu_scale(c)
-    c.grid.update(dict(depth=[1], repeats=[1, 2, 4], width=[32], seed=[0, 1], lr=[3e-3],
-                       length=[16]))
+    c.grid.update(dict(depth=[1], repeats=[1, 2, 3], width=[64], seed=[0, 1], lr=[3e-3],
+                       length=[32]))
     c.model.heads = 4
-    c.train.update(dict(batch_size=32, steps=2000, steps_per_call=100, warmup=0))
+    c.train.update(dict(batch_size=64, steps=1500, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
     smoke = ",smoke" if "smoke" in args else ""
     standard = os.path.join(os.path.dirname(__file__), "a5_depth.py")

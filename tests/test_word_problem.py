@@ -147,3 +147,88 @@ def test_options_roundtrip():
   assert WordProblem().options() == {"group": "A5"}
   assert WordProblem(group="Z7").options() == {"group": "Z7"}
   assert "Z7" in repr(WordProblem(group="Z7"))
+
+
+# Words over generators (issue 19). References: sympy's permutation groups, built from the
+# generators written in cycle notation here, never from the task's elements or table.
+from sympy.combinatorics.group_constructs import DirectProduct  # noqa: E402
+
+GENERATED = {  # options -> (sympy group, the letters' permutations besides the identity)
+    "A5": (dict(group="A5", inputs="generators"),
+           lambda: AlternatingGroup(5), [[[0, 1, 2, 3, 4]], [[0, 1, 2]]], 5),
+    "Z60": (dict(group="Z60", inputs="generators"),
+            lambda: CyclicGroup(60), [[list(range(60))]], 60),
+    "A4xZ5": (dict(group="A4xZ5", inputs="generators", generators="(0 1 2)(4 5 6 7 8),(0 1)(2 3)"),
+              lambda: DirectProduct(AlternatingGroup(4), CyclicGroup(5)),
+              [[[0, 1, 2], [4, 5, 6, 7, 8]], [[0, 1], [2, 3]]], 9),
+    "perm": (dict(group="perm:(0 1),(0 1 2 3 4)", inputs="generators"),
+             lambda: SymmetricGroup(5), [[[0, 1]], [[0, 1, 2, 3, 4]]], 5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generator_words_match_sympy_composition(name):
+  options, ref_group, cycles, degree = GENERATED[name]
+  task = WordProblem(**options)
+  gens = [Permutation(c, size=degree) for c in cycles]
+  letters = [Permutation(list(range(degree)))] + gens  # the identity first, then as written
+  assert task.input_vocab == len(letters) and task.output_dim(8) == ref_group().order()
+  elems = [tuple(int(v) for v in row) for row in task.elements]
+  assert set(elems) == {tuple(p.array_form) for p in ref_group().generate()}
+  batch = jax.jit(task.sample, static_argnums=(1, 2))(jax.random.PRNGKey(1), 200, 24)
+  x, y = np.asarray(batch.inputs), np.asarray(batch.targets)
+  assert x.min() >= 0 and x.max() == len(letters) - 1
+  for row in range(0, 200, 7):
+    acc = Permutation(list(range(degree)))
+    for t in range(24):
+      acc = acc * letters[x[row, t]]  # sympy: p*q applies p first
+      assert tuple(acc.array_form) == elems[y[row, t]], (name, row, t)
+
+
+def test_group_orders_and_closure():
+  for options, order in [(dict(group="A5"), 60), (dict(group="A4xZ5"), 60),
+                         (dict(group="S5"), 120), (dict(group="perm:(0 1 2 3 4),(0 1 2)"), 60),
+                         (dict(group="A4"), 12), (dict(group="S4"), 24)]:
+    task = WordProblem(**options)
+    elems = {tuple(int(v) for v in row) for row in task.elements}
+    assert len(elems) == task.order == order, options
+    sym = PermutationGroup([Permutation(list(e)) for e in elems])
+    assert sym.order() == order  # closed: the elements generate nothing more
+  assert not PermutationGroup([Permutation(list(e)) for e in WordProblem(group="A5").elements]
+                              ).is_solvable
+  a4z5 = PermutationGroup([Permutation(list(e)) for e in WordProblem(group="A4xZ5").elements])
+  assert a4z5.is_solvable and not a4z5.is_abelian
+
+
+def test_named_group_elements_unchanged_by_generator_path():
+  for group in ("A5", "S5", "S3"):
+    gens = WordProblem(group=group, inputs="generators")
+    by_closure = WordProblem(group="perm:" + {"A5": "(0 1 2 3 4),(0 1 2)", "S5": "(0 1),(0 1 2 3 4)",
+                                              "S3": "(0 1),(0 1 2)"}[group])
+    np.testing.assert_array_equal(gens.elements, by_closure.elements)
+    np.testing.assert_array_equal(gens.table, by_closure.table)
+
+
+def test_identity_letter_option():
+  # Without the identity, a word over Z60's +1 has product t at position t (1-based).
+  task = WordProblem(group="Z60", inputs="generators", identity=False)
+  assert task.input_vocab == 1
+  y = np.asarray(task.sample(jax.random.PRNGKey(0), 4, 70).targets)
+  shift = [int(task.elements[v][0]) for v in y[0]]
+  assert shift == [(t + 1) % 60 for t in range(70)]
+  with_id = WordProblem(group="Z60", inputs="generators")
+  assert with_id.input_vocab == 2
+
+
+@pytest.mark.parametrize("options", [
+    {"group": "A5", "inputs": "letters"}, {"group": "A5", "generators": "(0 1)"},
+    {"group": "A5", "inputs": "generators", "generators": "(0 1)"},
+    {"group": "A5", "inputs": "generators", "generators": "(0 1 2)"},
+    {"group": "A5", "inputs": "generators", "generators": "0 1 2"},
+    {"group": "A5", "inputs": "generators", "identity": "yes"},
+    {"group": "perm:(0 1)(1 2)"}, {"group": "perm:"}, {"group": "A4xQ8"}, {"group": "perm:(0 99)"},
+])
+def test_bad_generator_options(options):
+  with pytest.raises(ValueError) as err:
+    WordProblem(**options)
+  assert "\n" not in str(err.value) and str(err.value).startswith("word_problem:")

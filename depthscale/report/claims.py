@@ -56,6 +56,17 @@ def partial_curves(groups) -> list[tuple[dict, list[int], list[list]]]:
   return out
 
 
+def at_full_length(rows, axis: str, where=None) -> str:
+  """"; n* = the full length (a lower bound) at depth 1, 2" for the axis values where a
+  model's n* reached its length (only "at least this" is known there); "" if none."""
+  vals = sorted({r.get(axis) for r in rows
+                 if all(r.get(k) == v for k, v in (where or {}).items())
+                 and isinstance(r.get("n_star"), (int, float)) and isinstance(r.get("length"), int)
+                 and r["n_star"] >= r["length"]})
+  return (f"; n* = the full length (a lower bound) at {axis} {', '.join(map(str, vals))}"
+          if vals else "")
+
+
 def _loss_above(ctx, c):
   table = best_by(ctx["rows"], "depth", "eval_loss")
   low = min(r["eval_loss"] for r in ctx["rows"])
@@ -98,7 +109,8 @@ def _improves(ctx, c):
   vals = [sign * v for v in table.values()]
   ok = (len(vals) >= 2 and all(b >= a - tol for a, b in zip(vals, vals[1:]))
         and vals[-1] > vals[0])
-  return f"best {measure} by {axis}: {_listing(table, axis)}", ok
+  capped = at_full_length(rows, axis, c.get("where")) if measure == "n_star" else ""
+  return f"best {measure} by {axis}: {_listing(table, axis)}{capped}", ok
 
 
 def _khop_bound(ctx, c):
@@ -139,8 +151,10 @@ def _more_than_companion(ctx, c):
   g1, g2 = _gain(mine), _gain(theirs)
   first = lambda t: next(iter(t.values()), math.nan)
   ok = g1 > g2 and first(theirs) >= first(mine)
-  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain {_num(g1)}); "
-          f"{name} {_listing(theirs, axis)} (gain {_num(g2)})"), bool(ok)
+  cap = (lambda rs: at_full_length(rs, axis)) if measure == "n_star" else (lambda rs: "")
+  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain {_num(g1)}"
+          f"{cap(ctx['rows'])}); {name} {_listing(theirs, axis)} (gain {_num(g2)}"
+          f"{cap(other)})"), bool(ok)
 
 
 def _beats_companion(ctx, c):

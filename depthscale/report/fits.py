@@ -111,6 +111,18 @@ def _xy(axis: str, setting: dict, n_star):
   return np.full_like(n_star, math.log2(setting["width"])), n_star
 
 
+def is_censored(setting: dict, n_star) -> bool:
+  """n* at the full sequence length only says "at least this" (a lower bound)."""
+  length = setting.get("length")
+  return isinstance(length, (int, float)) and n_star is not None and n_star >= length
+
+
+def censored_note(axis: str, reduce: str, points: list[dict]) -> str:
+  vals = ", ".join(f"{p[axis]} (n* {p['n_star']:g} = length {p['length']})" for p in points)
+  return (f"{reduce} n* reached the full length at {axis} {vals}: a lower bound, left out "
+          "of the fit; a longer length is needed to measure it")
+
+
 def _interval(v_B) -> list[float] | None:
   v_B = v_B[np.isfinite(v_B)]
   return [float(np.percentile(v_B, 2.5)), float(np.percentile(v_B, 97.5))] if v_B.size else None
@@ -124,11 +136,26 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
   groups = group_settings(kept)
   ns_S = [np.array([r["n_star"] for r in g], float) for _, g in groups]
   red_S = [float(REDUCERS[reduce](ns)) for ns in ns_S]
+  censored = [s for (s, _), v in zip(groups, red_S) if is_censored(s, v)]
+  if censored:  # n* = the full length says "at least": left out of the fit, said in a note
+    keep = [not is_censored(s, v) for (s, _), v in zip(groups, red_S)]
+    points = [{axis: s.get(axis), "n_star": v, "seeds": len(ns), "length": s.get("length"),
+               "censored": True} for (s, _), v, ns in zip(groups, red_S, ns_S) if
+              is_censored(s, v)]
+    groups = [g for g, k in zip(groups, keep) if k]
+    ns_S = [ns for ns, k in zip(ns_S, keep) if k]
+    red_S = [v for v, k in zip(red_S, keep) if k]
   xy = [_xy(axis, s, v) for (s, _), v in zip(groups, red_S)]
   x_S, y_S = np.array([float(x) for x, _ in xy]), np.array([float(y) for _, y in xy])
   out = {"law": LAWS[axis], "reduce": reduce, "dropped": len(rows) - len(kept)}
   out.update(fit_line(x_S, y_S))
-  if "error" in out and axis in LOG_AXES:  # say why in the study's terms
+  if censored:
+    out["censored"] = points
+    out["note"] = censored_note(axis, reduce, points)
+  if "error" in out and censored:
+    out["error"] = (f"{out['note']}; fewer than 2 {axis}s remain to fit: train at a longer "
+                    "length")
+  elif "error" in out and axis in LOG_AXES:  # say why in the study's terms
     out["error"] = (f"no model reached n* >= 1 ({len(rows)} models)" if not kept else
                     f"{reduce} n* is {', '.join(f'{v:g}' for v in sorted(set(red_S)))} at "
                     f"every {axis}: log2 n* does not "
@@ -205,7 +232,7 @@ def all_fits(rows, *, B: int = 1000, seed: int = 0) -> dict:
         fit = _axis_fit(sub, axis, reduce, B, seed)
         fit["where"] = where
         if note:
-          fit["note"] = note
+          fit["note"] = f"{note}; {fit['note']}" if fit.get("note") else note
         out[key][reduce] = fit
   return out
 

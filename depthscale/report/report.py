@@ -229,6 +229,8 @@ def _fit_section(all_fit: dict, paper: dict | None) -> list[str]:
                    f"{'inside' if inside else 'outside'} the best-seed 95% interval of `{key}`")
     if not mine:
       notes.append(f"- paper fit ({paper.get('kind')}) given, but this sweep has no such fit")
+    if paper.get("note"):  # e.g. where this study's encoding changes the law's constants
+      notes.append(f"- {paper['note']}")
   if not body and not notes:
     return [f"No fit: the grid has one value of each of {', '.join(fits.NAMES)}."]
   if not body:

@@ -178,11 +178,14 @@ def cmd_run(args, extras) -> int:
 
 def companions(c, workdir: str) -> dict:
   """{name: (config, workdir/name)} of the study's companion runs (report.companions),
-  each loaded and validated now, before anything compiles."""
+  each loaded and validated now, before anything compiles. A companion trains the
+  study's seeds (grid.seed, overrides included), so that it stands beside it seed for
+  seed."""
   from depthscale.sweep import runner
   out = {}
   for name, spec in (c.report.companions or {}).items():
     other = config_lib.load(spec)
+    other.grid.seed = list(c.grid.seed)
     runner.planned(other)
     sub = os.path.join(workdir, name)
     runner.check_workdir(sub)

@@ -1,102 +1,103 @@
 """The word problem of a finite group: label each prefix x_1..x_t with its product.
 
-Convention: elements are permutations (row = images of 0..degree-1) and the
-product a*b means "apply a first, then b", i.e. (a*b)[i] = b[a[i]] (sympy's
-convention). The label at t is x_1 x_2 ... x_t: the state after applying x_1, then
-x_2, ..., then x_t. Must not import depthscale.model or depthscale.core.
+Elements are permutations (groups.py) and a*b applies a first, then b (sympy's
+convention). The label at t is x_1 x_2 ... x_t, the state after applying x_1, then x_2,
+..., then x_t, as an element index. The letters x_t are group elements (the paper's
+encoding) or a generating set. Must not import depthscale.model or depthscale.core.
 """
 from __future__ import annotations
 
 import functools
-import itertools
-import re
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from depthscale.tasks import groups
 from depthscale.tasks.base import Batch, Task, check_options
 from depthscale.errors import UserError
 
-_VALID = {"group": "'A5', 'S5', 'S3', 'parity' or 'Z<m>' with 2 <= m <= 1024; default 'A5'"}
-_MAX_CYCLIC = 1024
-
-
-def _parity_of(perm: tuple[int, ...]) -> int:
-  """0 for an even permutation, 1 for an odd one (by counting inversions)."""
-  n = len(perm)
-  return sum(perm[i] > perm[j] for i in range(n) for j in range(i + 1, n)) % 2
+_VALID = {"group": f"{groups.SYNTAX}; default 'A5'",
+          "inputs": "'elements' (one letter per group element, default) or 'generators'",
+          "generators": "with inputs='generators': a generating set in cycle notation on "
+                        "the group's points, e.g. '(0 1 2 3 4),(0 1 2)' (default: the "
+                        "group's own)",
+          "identity": "with inputs='generators': the identity is a letter too (default True)"}
 
 
 def group_elements(group: str) -> np.ndarray:
-  """int32 [G, degree]: the group's permutations in lexicographic order (identity first).
-
-  Raises a one-line ValueError for an unknown group name.
-  """
-  if not isinstance(group, str):
-    raise UserError(f"word_problem: option group must be a str ({_VALID['group']}), got {group!r}")
-  if group in ("A5", "S5", "S3"):
-    degree = int(group[1])
-    perms = list(itertools.permutations(range(degree)))  # lexicographic order
-    if group[0] == "A":
-      perms = [p for p in perms if _parity_of(p) == 0]
-    return np.asarray(perms, np.int32)
-  if group == "parity":
-    return np.asarray([[0, 1], [1, 0]], np.int32)
-  match = re.fullmatch(r"Z([1-9][0-9]*)", group)
-  if match and 2 <= int(match.group(1)) <= _MAX_CYCLIC:
-    m = int(match.group(1))
-    shift_M = np.arange(m, dtype=np.int32)
-    return ((shift_M[:, None] + shift_M[None, :]) % m).astype(np.int32)  # row s: i -> i+s
-  raise UserError(f"word_problem: bad option group={group!r}; valid: {_VALID['group']}")
+  """int32 [G, degree]: the group's permutations in lexicographic order (identity first)."""
+  return groups.make_group(group).elements
 
 
-def multiplication_table(elements_GxD: np.ndarray) -> np.ndarray:
-  """int32 [G, G]: table[a, b] = index of a*b, where (a*b)[i] = b[a[i]].
-
-  Needs the rows of `elements_GxD` in lexicographic order (true of group_elements).
-  """
-  num, degree = elements_GxD.shape
-  weights_D = degree ** np.arange(degree - 1, -1, -1, dtype=np.int64)
-  codes_G = elements_GxD.astype(np.int64) @ weights_D  # increasing with lexicographic order
-  assert np.all(np.diff(codes_G) > 0), "elements must be sorted and distinct"
-  table_GxG = np.empty((num, num), np.int32)
-  for a in range(num):
-    prod_GxD = elements_GxD[:, elements_GxD[a]]  # row b: i -> b[a[i]]
-    idx_G = np.searchsorted(codes_G, prod_GxD.astype(np.int64) @ weights_D)
-    if not np.array_equal(codes_G[np.minimum(idx_G, num - 1)], prod_GxD @ weights_D):
-      raise ValueError("word_problem: element set is not closed under composition")
-    table_GxG[a] = idx_G
-  return table_GxG
+multiplication_table = groups.multiplication_table
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
-def _sample(key: jax.Array, table_GxG: jax.Array, batch_size: int, length: int) -> Batch:
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _sample(key: jax.Array, table_GxG: jax.Array, letters_K: jax.Array, batch_size: int,
+            length: int) -> Batch:
   """One compiled program per shape, so eager calls are fast too (op-by-op is slow)."""
-  x_BxN = jax.random.randint(key, (batch_size, length), 0, table_GxG.shape[0], dtype=jnp.int32)
+  x_BxN = jax.random.randint(key, (batch_size, length), 0, letters_K.shape[0], dtype=jnp.int32)
   # table[a, b] is associative in the group sense, so a parallel prefix scan is exact;
   # the scan calls fn(earlier, later), matching the left-to-right product x_1 ... x_t.
-  y_BxN = jax.lax.associative_scan(lambda a, b: table_GxG[a, b], x_BxN, axis=1)
+  y_BxN = jax.lax.associative_scan(lambda a, b: table_GxG[a, b], letters_K[x_BxN], axis=1)
   return Batch(inputs=x_BxN, targets=y_BxN, mask=jnp.ones((batch_size, length), bool))
 
 
 class WordProblem(Task):
-  """Inputs i.i.d. uniform group elements; targets the running products (see module doc)."""
+  """Inputs i.i.d. uniform letters; targets the running products (see module doc).
+
+  inputs="elements" (default): a letter per group element, as Merrill & Sabharwal train.
+  inputs="generators": the letters are a generating set (the group's default, or
+  `generators`), plus the identity unless identity=False. The identity is a letter by
+  default because without it a word's length can fix the coset of its product (over Z60's
+  generator +1 the product at position t is always t; over S5's transposition and
+  5-cycle, the parity of t is the product's parity), which a model reads from the position
+  instead of the word; with it, every length reaches every element.
+  """
 
   def __init__(self, **options: Any):
     check_options("word_problem", options, _VALID)
     self._options = {"group": "A5", **options}
-    self.elements = group_elements(self._options["group"])
-    num = self.elements.shape[0]
-    if self._options["group"].startswith("Z"):  # cyclic: (a*b) = shift a+b; skip the [G, G, G] work
+    inputs = self._options.get("inputs", "elements")
+    if inputs not in ("elements", "generators"):
+      raise UserError(f"word_problem: bad option inputs={inputs!r}; valid: 'elements', "
+                      "'generators'")
+    if inputs == "elements" and ({"generators", "identity"} & set(options)):
+      raise UserError("word_problem: options generators and identity need "
+                      "inputs='generators'")
+    identity = self._options.get("identity", True)
+    if not isinstance(identity, bool):
+      raise UserError(f"word_problem: option identity must be True or False, got {identity!r}")
+    group = groups.make_group(self._options["group"])
+    self.elements = group.elements
+    num = group.order
+    if self._options["group"].startswith("Z") and "x" not in self._options["group"]:
+      # cyclic: (a*b) = shift a+b; skip the [G, G, G] work
       self.table = ((np.arange(num)[:, None] + np.arange(num)[None, :]) % num).astype(np.int32)
     else:
       self.table = multiplication_table(self.elements)
+    if inputs == "elements":
+      self.letters = np.arange(num, dtype=np.int32)
+    else:
+      gens = group.generators
+      if "generators" in options:
+        if not isinstance(options["generators"], str):
+          raise UserError("word_problem: option generators must be a str in cycle notation, "
+                          f"e.g. '(0 1 2 3 4),(0 1 2)', got {options['generators']!r}")
+        gens = groups.parse_cycles(options["generators"], self.elements.shape[1])
+        group.index(gens)  # each one an element of the group (else one line)
+        if groups.closure(gens).shape[0] != num:
+          raise UserError(f"word_problem: generators {options['generators']!r} do not "
+                          f"generate {self._options['group']} ({num} elements)")
+      self.letters = group.index(gens)
+      if identity:
+        self.letters = np.concatenate([[0], self.letters[self.letters != 0]]).astype(np.int32)
     self.name = "word_problem"
     self.prefix_consistent = True
     self.loss = "xent"
-    self.input_vocab = num
+    self.input_vocab = int(self.letters.shape[0])
     self.input_dim = None
     self.default_length = 128
     self.order = num
@@ -109,7 +110,8 @@ class WordProblem(Task):
 
   def sample(self, key: jax.Array, batch_size: int, length: int) -> Batch:
     self.check_length(length)
-    return _sample(key, jnp.asarray(self.table), batch_size, length)
+    return _sample(key, jnp.asarray(self.table), jnp.asarray(self.letters), batch_size,
+                   length)
 
   def decode(self, batch: Batch, i: int) -> dict[str, Any]:
     return {
