@@ -235,3 +235,18 @@ def test_a_rerun_with_edited_claims_updates_config_json(tmp_path):
   runner.prepare_workdir(c, str(tmp_path))
   saved = json.loads((tmp_path / "config.json").read_text())
   assert len(saved["report"]["claims"]) == 1
+
+
+def test_claims_mark_n_star_at_the_full_length_as_a_lower_bound():
+  rows = [_row(depth=d, seed=0, n_star=n, length=8) for d, n in [(1, 3), (2, 8), (3, 8)]]
+  got = _check(dict(kind="improves", axis="depth", measure="n_star"), rows)
+  assert got["holds"]
+  assert got["measured"].endswith("n* = the full length (a lower bound) at depth 2, 3")
+  control = [_row(depth=d, n_star=8, length=8) for d in (1, 2, 3)]
+  more = _check(dict(kind="more_than_companion", companion="control"), rows,
+                companions={"control": control})
+  assert more["holds"]  # gain 5 against 0; the control's 8s are lower bounds, and it says so
+  assert "(gain 0; n* = the full length (a lower bound) at depth 1, 2, 3)" in more["measured"]
+  assert "lower bound" not in _check(dict(kind="improves", axis="depth"),
+                                     [_row(depth=d, n_star=n) for d, n in [(1, 2), (2, 5)]]
+                                     )["measured"]

@@ -144,3 +144,24 @@ def test_settings_summarise_seeds():
   out = fits.settings(rows)
   assert [(s["depth"], s["seeds"], s["n_star"], s["best"], s["median"]) for s in out] == [
       (2, [0, 1, 2], [5, 1, 3], 5, 3.0), (4, [0], [9], 9, 9.0)]
+
+
+def test_n_star_at_the_full_length_is_a_lower_bound_left_out_of_the_fit():
+  # Best n* by depth: 4, 8, 16 and then 32 = the length (censored: "at least 32").
+  rows = [dict(_row(d, 64, s, n), length=32) for d, s, n in
+          [(1, 0, 4), (1, 1, 3), (2, 0, 8), (2, 1, 8), (3, 0, 16), (3, 1, 9), (4, 0, 32),
+           (4, 1, 20)]]
+  fit = fits.depth_vs_log_nstar(rows, "best")
+  # Fitted on depths 1-3 only: log2 n* = 2, 3, 4 -> depth = log2 n* - 1 exactly.
+  assert fit["slope"] == pytest.approx(1) and fit["intercept"] == pytest.approx(-1)
+  assert [p["depth"] for p in fit["points"]] == [1, 2, 3]
+  assert fit["censored"] == [dict(depth=4, n_star=32, seeds=2, length=32, censored=True)]
+  assert "depth 4 (n* 32 = length 32)" in fit["note"] and "longer length" in fit["note"]
+  median = fits.depth_vs_log_nstar(rows, "median")  # 26 < 32 at depth 4: not censored
+  assert "censored" not in median and [p["depth"] for p in median["points"]] == [1, 2, 3, 4]
+  # Only one depth left uncensored: no fit, and the error says to train longer sequences.
+  capped = [dict(_row(d, 64, 0, n), length=8) for d, n in [(1, 4), (2, 8), (3, 8)]]
+  err = fits.depth_vs_log_nstar(capped)["error"]
+  assert "lower bound" in err and "longer length" in err
+  note = fits.all_fits(rows)["depth_vs_log2_nstar"]["best"]["note"]
+  assert "lower bound" in note
