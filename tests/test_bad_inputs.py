@@ -63,7 +63,7 @@ def cuda_visible(_tmp_path, mp):
 
 # (name, extra arguments, words the one-line error must contain, optional setup)
 ROWS = [
-    ("unknown study argument", [], ["'smok'", "valid: control, cpu, smoke"],
+    ("unknown study argument", [], ["'smok'", "valid: control, solvable, cpu, gen, smoke"],
      lambda *_: {"config": "experiments/a5_depth.py:smok"}),
     ("contradicting study arguments", [], ["ic and nonic", "contradict"],
      lambda *_: {"config": "experiments/retrieval_layers.py:ic,nonic,smoke"}),

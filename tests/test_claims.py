@@ -250,3 +250,33 @@ def test_claims_mark_n_star_at_the_full_length_as_a_lower_bound():
   assert "lower bound" not in _check(dict(kind="improves", axis="depth"),
                                      [_row(depth=d, n_star=n) for d, n in [(1, 2), (2, 5)]]
                                      )["measured"]
+
+
+@pytest.mark.slow
+def test_a5_over_generators_beside_its_controls(tmp_path):
+  """a5_depth.py:cpu,smoke: A5 over generators beside Z60 and A4 x Z5 (companions, same
+  seeds); each claim's verdict recomputed from the three results.csv files."""
+  work = tmp_path / "w"
+  rows, groups, checked = _run("experiments/a5_depth.py:cpu,smoke", work,
+                               "--config.grid.seed=[3,4]")
+  cfg = json.loads((work / "config.json").read_text())
+  assert cfg["task_options"]["inputs"] == "generators"
+  others = {}
+  for name in ("control", "solvable"):
+    with open(work / name / "results.csv") as f:
+      others[name] = list(csv.DictReader(f))
+    assert {int(r["seed"]) for r in others[name]} == {3, 4}  # the study's seeds
+  best = lambda rs: {d: max(int(r["n_star"]) for r in rs if int(r["depth"]) == d)
+                     for d in sorted({int(r["depth"]) for r in rs})}
+  mine = best(rows)
+  by_claim = {c["claim"]: c for c in checked}
+  improves = by_claim["more depth, longer sequences solved (best seed n*)"]
+  vals = list(mine.values())
+  assert improves["holds"] == (vals == sorted(vals) and vals[-1] > vals[0])
+  for name, group in (("control", "Z60"), ("solvable", "A4 x Z5")):
+    theirs = best(others[name])
+    claim = next(c for c in checked if f"control {group} " in c["claim"])
+    gain = lambda t: list(t.values())[-1] - list(t.values())[0]
+    expect = gain(mine) > gain(theirs) and theirs[1] >= mine[1]
+    assert claim["holds"] == expect, (name, mine, theirs, claim)
+    assert f"gain {gain(theirs)}" in claim["measured"]

@@ -9,7 +9,9 @@ from depthscale.sweep import runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = sorted(glob.glob(os.path.join(ROOT, "experiments", "*.py")))
-ARGS = {"retrieval_layers.py": ["ic", "nonic"], "reachability_depth.py": [None, "cycles"]}
+ARGS = {"retrieval_layers.py": ["ic", "nonic"], "reachability_depth.py": [None, "cycles"],
+        "a5_depth.py": [None, "gen"], "a5_width.py": [None, "gen"],
+        "looped_a5.py": [None, "gen"]}
 
 
 def test_the_studies_of_the_brief_exist():
