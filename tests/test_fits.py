@@ -154,14 +154,25 @@ def test_n_star_at_the_full_length_is_a_lower_bound_left_out_of_the_fit():
   fit = fits.depth_vs_log_nstar(rows, "best")
   # Fitted on depths 1-3 only: log2 n* = 2, 3, 4 -> depth = log2 n* - 1 exactly.
   assert fit["slope"] == pytest.approx(1) and fit["intercept"] == pytest.approx(-1)
-  assert [p["depth"] for p in fit["points"]] == [1, 2, 3]
-  assert fit["censored"] == [dict(depth=4, n_star=32, seeds=2, length=32, censored=True)]
+  assert [(p["depth"], p.get("censored", False)) for p in fit["points"]] == [
+      (1, False), (2, False), (3, False), (4, True)]
+  assert fit["n"] == 3 and fit["censored"] == [dict(depth=4, n_star=32, seeds=2, length=32)]
   assert "depth 4 (n* 32 = length 32)" in fit["note"] and "longer length" in fit["note"]
   median = fits.depth_vs_log_nstar(rows, "median")  # 26 < 32 at depth 4: not censored
   assert "censored" not in median and [p["depth"] for p in median["points"]] == [1, 2, 3, 4]
   # Only one depth left uncensored: no fit, and the error says to train longer sequences.
   capped = [dict(_row(d, 64, 0, n), length=8) for d, n in [(1, 4), (2, 8), (3, 8)]]
   err = fits.depth_vs_log_nstar(capped)["error"]
-  assert "lower bound" in err and "longer length" in err
+  assert err.startswith("1 depth(s) below the full length") and "longer length" in err
+  # Two depths left, but with the same n*: the error says log2 n* does not vary.
+  flat = [dict(_row(d, 64, 0, n), length=32) for d, n in [(1, 8), (2, 8), (3, 32)]]
+  assert "8 at every uncensored depth" in fits.depth_vs_log_nstar(flat)["error"]
+  # Median bootstrap: a resampled median that reaches the length is not counted.
+  mixed = [dict(_row(d, 64, s, n), length=32) for d, ns in [(1, [4, 4, 4]), (2, [8, 8, 32]),
+                                                            (3, [16, 32, 32])]
+           for s, n in enumerate(ns)]
+  med = fits.depth_vs_log_nstar(mixed, "median")  # depth 3 (median 32) is censored
+  assert [p["depth"] for p in med["points"] if not p.get("censored")] == [1, 2]
+  assert med["ci95"]["slope"] == pytest.approx([1, 1])  # only draws with depth 2 at 4 or 8
   note = fits.all_fits(rows)["depth_vs_log2_nstar"]["best"]["note"]
   assert "lower bound" in note

@@ -227,6 +227,9 @@ def test_identity_letter_option():
     {"group": "A5", "inputs": "generators", "generators": "0 1 2"},
     {"group": "A5", "inputs": "generators", "identity": "yes"},
     {"group": "perm:(0 1)(1 2)"}, {"group": "perm:"}, {"group": "A4xQ8"}, {"group": "perm:(0 99)"},
+    {"group": "A4x"}, {"group": "xA4"}, {"group": "perm:()"}, {"group": "Z1024xZ1024"},
+    {"group": "A5", "inputs": "generators", "generators": "(0 5 1)"},
+    {"group": "A5", "inputs": "generators", "generators": "(0 1 2 3 4),(0 1 2 3 4),(0 1 2)"},
 ])
 def test_bad_generator_options(options):
   with pytest.raises(ValueError) as err:

@@ -111,10 +111,13 @@ def _xy(axis: str, setting: dict, n_star):
   return np.full_like(n_star, math.log2(setting["width"])), n_star
 
 
-def is_censored(setting: dict, n_star) -> bool:
-  """n* at the full sequence length only says "at least this" (a lower bound)."""
+def is_censored(setting: dict, n_star):
+  """n* at the full sequence length only says "at least this" (a lower bound); elementwise
+  for an array of n*."""
   length = setting.get("length")
-  return isinstance(length, (int, float)) and n_star is not None and n_star >= length
+  if not isinstance(length, (int, float)) or isinstance(length, bool):
+    return np.zeros(np.shape(n_star), bool) if np.ndim(n_star) else False
+  return np.asarray(n_star) >= length if np.ndim(n_star) else bool(n_star >= length)
 
 
 def censored_note(axis: str, reduce: str, points: list[dict]) -> str:
@@ -133,36 +136,39 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
     raise ValueError(f"reduce must be one of {sorted(REDUCERS)}, got {reduce!r}")
   rows = list(rows)
   kept = [r for r in rows if axis not in LOG_AXES or r["n_star"] >= 1]
-  groups = group_settings(kept)
-  ns_S = [np.array([r["n_star"] for r in g], float) for _, g in groups]
-  red_S = [float(REDUCERS[reduce](ns)) for ns in ns_S]
-  censored = [s for (s, _), v in zip(groups, red_S) if is_censored(s, v)]
-  if censored:  # n* = the full length says "at least": left out of the fit, said in a note
-    keep = [not is_censored(s, v) for (s, _), v in zip(groups, red_S)]
-    points = [{axis: s.get(axis), "n_star": v, "seeds": len(ns), "length": s.get("length"),
-               "censored": True} for (s, _), v, ns in zip(groups, red_S, ns_S) if
-              is_censored(s, v)]
-    groups = [g for g, k in zip(groups, keep) if k]
-    ns_S = [ns for ns, k in zip(ns_S, keep) if k]
-    red_S = [v for v, k in zip(red_S, keep) if k]
+  every = group_settings(kept)
+  every_ns = [np.array([r["n_star"] for r in g], float) for _, g in every]
+  every_red = [float(REDUCERS[reduce](ns)) for ns in every_ns]
+  # n* = the full length says "at least this": such settings stay in `points` (flagged)
+  # but are left out of the fit, and a note says so.
+  cut = [is_censored(s, v) for (s, _), v in zip(every, every_red)]
+  groups = [g for g, c in zip(every, cut) if not c]
+  ns_S = [ns for ns, c in zip(every_ns, cut) if not c]
+  red_S = [v for v, c in zip(every_red, cut) if not c]
   xy = [_xy(axis, s, v) for (s, _), v in zip(groups, red_S)]
   x_S, y_S = np.array([float(x) for x, _ in xy]), np.array([float(y) for _, y in xy])
   out = {"law": LAWS[axis], "reduce": reduce, "dropped": len(rows) - len(kept)}
   out.update(fit_line(x_S, y_S))
+  censored = [{axis: s.get(axis), "n_star": v, "seeds": len(ns), "length": s.get("length")}
+              for (s, _), v, ns, c in zip(every, every_red, every_ns, cut) if c]
   if censored:
-    out["censored"] = points
-    out["note"] = censored_note(axis, reduce, points)
-  if "error" in out and censored:
-    out["error"] = (f"{out['note']}; fewer than 2 {axis}s remain to fit: train at a longer "
-                    "length")
+    out["censored"] = censored
+    out["note"] = censored_note(axis, reduce, censored)
+  if "error" in out and axis in LOG_AXES and kept and len(set(red_S)) == 1 and len(groups) > 1:
+    out["error"] = (f"{reduce} n* is {red_S[0]:g} at every uncensored {axis}: log2 n* does not "
+                    f"vary, so there is no law of {axis} in it")
+  elif "error" in out and censored:
+    out["error"] = (f"{len(groups)} {axis}(s) below the full length, fewer than the 2 a "
+                    "fit needs: train at a longer length")
   elif "error" in out and axis in LOG_AXES:  # say why in the study's terms
     out["error"] = (f"no model reached n* >= 1 ({len(rows)} models)" if not kept else
                     f"{reduce} n* is {', '.join(f'{v:g}' for v in sorted(set(red_S)))} at "
                     f"every {axis}: log2 n* does not "
                     f"vary, so there is no law of {axis} in it")
-  out["points"] = [{axis: s.get(axis), "n_star": v,
-                    "seeds": len(ns), "x": float(x), "y": float(y)}
-                   for (s, _), v, ns, x, y in zip(groups, red_S, ns_S, x_S, y_S)]
+  xy_all = [_xy(axis, s, v) for (s, _), v in zip(every, every_red)]
+  out["points"] = [dict({axis: s.get(axis), "n_star": v, "seeds": len(ns), "x": float(x),
+                         "y": float(y)}, **({"censored": True} if c else {}))
+                   for (s, _), v, ns, (x, y), c in zip(every, every_red, every_ns, xy_all, cut)]
   if "error" in out:
     return out
   rng = np.random.default_rng(seed)
@@ -173,11 +179,17 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
     pairs = [_xy(axis, s, red_BxS[:, i]) for i, (s, _) in enumerate(groups)]
     x_BxS = np.stack([x for x, _ in pairs], axis=1)
     y_BxS = np.stack([y for _, y in pairs], axis=1)
+    # a draw whose reduced n* reaches the full length (a median of resampled seeds can) is
+    # as censored as a point: such draws are not counted in the interval
+    capped_B = np.any([is_censored(s, red_BxS[:, i]) for i, (s, _) in enumerate(groups)],
+                      axis=0)
   else:
     over = "points"
     idx_BxS = rng.integers(0, x_S.size, (B, x_S.size))
     x_BxS, y_BxS = x_S[idx_BxS], y_S[idx_BxS]
+    capped_B = np.zeros(B, bool)
   slope_B, intercept_B, r2_B, ok_B = _fit_arrays(x_BxS, y_BxS)
+  ok_B = ok_B & ~capped_B
   out.update(bootstrap_over=over, B=int(B), B_valid=int(ok_B.sum()),
              ci95={"slope": _interval(slope_B[ok_B]),
                    "intercept": _interval(intercept_B[ok_B]), "r2": _interval(r2_B[ok_B])})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 
 import numpy as np
@@ -42,8 +43,10 @@ class PermGroup:
     """The element index of each permutation (a one-line error for one not in the group)."""
     where = {row.tobytes(): i for i, row in enumerate(self.elements)}
     out = [where.get(np.asarray(p, np.int32).tobytes()) for p in perms_KxD]
-    if any(i is None for i in out):
-      raise UserError("word_problem: a generator is not an element of the group")
+    missing = [k + 1 for k, i in enumerate(out) if i is None]
+    if missing:
+      raise UserError(f"word_problem: generator {missing[0]} (counting from 1) is not an "
+                      "element of the group")
     return np.asarray(out, np.int32)
 
 
@@ -76,10 +79,14 @@ def parse_cycles(text: str, degree: int | None = None) -> np.ndarray:
     raise UserError("word_problem: 'perm:' needs at least one generator, e.g. "
                     "'perm:(0 1 2 3 4),(0 1 2)'")
   top = max((p for cyc in cycles_K for c in cyc for p in c), default=0) + 1
-  degree = max(top, 1) if degree is None else degree
-  if top > degree or degree > MAX_DEGREE:
-    raise UserError(f"word_problem: generators move points up to {top - 1}; at most "
-                    f"{MAX_DEGREE} points (0..{MAX_DEGREE - 1}) and within the group's")
+  if degree is None:
+    degree = top
+    if degree > MAX_DEGREE:
+      raise UserError(f"word_problem: generators move points up to {top - 1}; 'perm:' groups "
+                      f"act on at most {MAX_DEGREE} points (0..{MAX_DEGREE - 1})")
+  elif top > degree:
+    raise UserError(f"word_problem: generators move point {top - 1}, but the group acts on "
+                    f"points 0..{degree - 1}")
   perms = []
   for cycles in cycles_K:
     p = list(range(degree))
@@ -139,11 +146,11 @@ def _product(factors: list[PermGroup]) -> PermGroup:
       p = np.arange(degree, dtype=np.int32)
       p[off:off + g.size] = g + off
       gens.append(p)
-  parts = [f.elements + off for f, off in zip(factors, offsets)]
-  rows = [np.concatenate(combo) for combo in itertools.product(*parts)]
-  order = int(np.prod([f.order for f in factors]))
+  order = math.prod(f.order for f in factors)
   if order > MAX_ORDER:
     raise UserError(f"word_problem: the product has {order} elements; at most {MAX_ORDER}")
+  parts = [f.elements + off for f, off in zip(factors, offsets)]
+  rows = [np.concatenate(combo) for combo in itertools.product(*parts)]
   elements = np.asarray(rows, np.int32)
   return PermGroup(_sorted(elements), np.asarray(gens))
 
@@ -154,10 +161,16 @@ def make_group(spec: str) -> PermGroup:
     raise UserError(f"word_problem: option group must be a str ({SYNTAX}), got {spec!r}")
   if spec.startswith("perm:"):
     gens = parse_cycles(spec[len("perm:"):])
-    return PermGroup(closure(gens), gens)
-  names = spec.split("x") if "x" in spec and spec != "parity" else [spec]
+    elements = closure(gens)
+    if elements.shape[0] < 2:
+      raise UserError(f"word_problem: group {spec!r} has one element; give generators that "
+                      "move some point")
+    return PermGroup(elements, gens)
+  names = spec.split("x")
   if len(names) == 1:
     return _named(spec)
+  if not all(names):
+    raise UserError(f"word_problem: bad option group={spec!r}; valid: {SYNTAX}")
   return _product([_named(n) for n in names])
 
 

@@ -52,9 +52,9 @@ class WordProblem(Task):
   inputs="generators": the letters are a generating set (the group's default, or
   `generators`), plus the identity unless identity=False. The identity is a letter by
   default because without it a word's length can fix the coset of its product (over Z60's
-  generator +1 the product at position t is always t; over S5's transposition and
-  5-cycle, the parity of t is the product's parity), which a model reads from the position
-  instead of the word; with it, every length reaches every element.
+  generator +1 the product at position t is always t; over S4's (0 1) and (0 1 2 3), both
+  odd, the parity of t is the product's parity), which a model reads from the position
+  instead of the word; with it, the length no longer fixes the coset.
   """
 
   def __init__(self, **options: Any):
@@ -92,6 +92,8 @@ class WordProblem(Task):
           raise UserError(f"word_problem: generators {options['generators']!r} do not "
                           f"generate {self._options['group']} ({num} elements)")
       self.letters = group.index(gens)
+      if len(set(self.letters.tolist())) != len(self.letters):
+        raise UserError("word_problem: the generators repeat an element; give each once")
       if identity:
         self.letters = np.concatenate([[0], self.letters[self.letters != 0]]).astype(np.int32)
     self.name = "word_problem"
