@@ -6,8 +6,7 @@ k drawn per sequence from 0..4 (given as a prefix token), 4 letters, strings of 
 depths 1-4 x 2 seeds at width 32, trained as one depth-compacted program on whatever
 devices JAX sees; per-position accuracy on a fixed held-out set, n*, the depth fit, plots and a
 report in WORKDIR, with the paper's claims checked (claims.json). The same models as
-`khop_depth.py:cpu`. About 4 minutes on a 2-core CPU (BUILD_NOTES.md has the figures:
-depth = 1.31 log2 n* - 2.08, r^2 0.94, and the hardest k solved grows 0, 1, 3, 4).
+`khop_depth.py:cpu`. A few minutes on a 2-core CPU (BUILD_NOTES.md has the figures).
 """
 import argparse
 import os
