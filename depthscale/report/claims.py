@@ -61,8 +61,7 @@ def at_full_length(rows, axis: str, where=None) -> str:
   model's n* reached its length (only "at least this" is known there); "" if none."""
   vals = sorted({r.get(axis) for r in rows
                  if all(r.get(k) == v for k, v in (where or {}).items())
-                 and isinstance(r.get("n_star"), (int, float)) and isinstance(r.get("length"), int)
-                 and r["n_star"] >= r["length"]})
+                 and isinstance(r.get("n_star"), (int, float)) and fits.is_censored(r, r["n_star"])})
   return (f"; n* = the full length (a lower bound) at {axis} {', '.join(map(str, vals))}"
           if vals else "")
 

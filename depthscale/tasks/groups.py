@@ -31,9 +31,15 @@ _NAMED_GENERATORS = {"A4": "(0 1 2),(0 1)(2 3)", "A5": "(0 1 2 3 4),(0 1 2)",
 
 @dataclasses.dataclass(frozen=True)
 class PermGroup:
-  """elements: int32 [G, degree], sorted, identity first; generators: int32 [K, degree]."""
+  """elements: int32 [G, degree], sorted, identity first; generators: int32 [K, degree];
+  table: the product table where a closed form gives it (Z<m>), else None (composition)."""
   elements: np.ndarray
   generators: np.ndarray
+  table: np.ndarray | None = None
+
+  def product_table(self) -> np.ndarray:
+    """int32 [G, G]: index of a*b (see multiplication_table)."""
+    return self.table if self.table is not None else multiplication_table(self.elements)
 
   @property
   def order(self) -> int:
@@ -132,7 +138,8 @@ def _named(name: str) -> PermGroup:
     m = int(match.group(1))
     shift_M = np.arange(m, dtype=np.int32)
     elements = ((shift_M[:, None] + shift_M[None, :]) % m).astype(np.int32)  # row s: i -> i+s
-    return PermGroup(elements, elements[1:2])  # the generator +1
+    table = ((shift_M[:, None] + shift_M[None, :]) % m).astype(np.int32)  # shifts add
+    return PermGroup(elements, elements[1:2], table)  # the generator +1; no [G, G, G] work
   raise UserError(f"word_problem: bad option group={name!r}; valid: {SYNTAX}")
 
 

@@ -26,14 +26,6 @@ _VALID = {"group": f"{groups.SYNTAX}; default 'A5'",
           "identity": "with inputs='generators': the identity is a letter too (default True)"}
 
 
-def group_elements(group: str) -> np.ndarray:
-  """int32 [G, degree]: the group's permutations in lexicographic order (identity first)."""
-  return groups.make_group(group).elements
-
-
-multiplication_table = groups.multiplication_table
-
-
 @functools.partial(jax.jit, static_argnums=(3, 4))
 def _sample(key: jax.Array, table_GxG: jax.Array, letters_K: jax.Array, batch_size: int,
             length: int) -> Batch:
@@ -73,11 +65,7 @@ class WordProblem(Task):
     group = groups.make_group(self._options["group"])
     self.elements = group.elements
     num = group.order
-    if self._options["group"].startswith("Z") and "x" not in self._options["group"]:
-      # cyclic: (a*b) = shift a+b; skip the [G, G, G] work
-      self.table = ((np.arange(num)[:, None] + np.arange(num)[None, :]) % num).astype(np.int32)
-    else:
-      self.table = multiplication_table(self.elements)
+    self.table = group.product_table()
     if inputs == "elements":
       self.letters = np.arange(num, dtype=np.int32)
     else:
@@ -87,11 +75,10 @@ class WordProblem(Task):
           raise UserError("word_problem: option generators must be a str in cycle notation, "
                           f"e.g. '(0 1 2 3 4),(0 1 2)', got {options['generators']!r}")
         gens = groups.parse_cycles(options["generators"], self.elements.shape[1])
-        group.index(gens)  # each one an element of the group (else one line)
-        if groups.closure(gens).shape[0] != num:
-          raise UserError(f"word_problem: generators {options['generators']!r} do not "
-                          f"generate {self._options['group']} ({num} elements)")
-      self.letters = group.index(gens)
+      self.letters = group.index(gens)  # each one an element of the group (else one line)
+      if "generators" in options and groups.closure(gens).shape[0] != num:
+        raise UserError(f"word_problem: generators {options['generators']!r} do not "
+                        f"generate {self._options['group']} ({num} elements)")
       if len(set(self.letters.tolist())) != len(self.letters):
         raise UserError("word_problem: the generators repeat an element; give each once")
       if identity:
