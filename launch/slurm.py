@@ -20,9 +20,10 @@ import submitit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from depthscale import config as config_lib  # noqa: E402  (after the path fix above)
-from depthscale.sweep.shard import Shard  # noqa: E402
+from depthscale.cli.common import config_overrides, one_line  # noqa: E402  (after the path fix)
+from depthscale import config as config_lib  # noqa: E402
 from depthscale.errors import UserError  # noqa: E402
+from depthscale.sweep.shard import Shard  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -40,20 +41,16 @@ def main(argv=None) -> int:
   ap.add_argument("--wait", action="store_true", help="wait for the array, then report")
   args, extras = ap.parse_known_args(argv)
   try:
-    overrides = []
-    for e in extras:
-      if not e.startswith("--config."):
-        raise config_lib.ConfigError(f"unrecognized argument {e!r}")
-      overrides.append(e[len("--config."):])
-    c = config_lib.load(args.config, overrides)
-    from depthscale.sweep import runner
-    task, groups = runner.planned(c)
+    overrides = config_overrides(extras)
+    from depthscale.sweep import plan, study as study_lib
+    study = study_lib.resolve(config_lib.load(args.config, overrides))
+    c, groups = study.config, plan.make_plan(study)
     count = args.shards or len(groups)
     if count < 1:
       raise UserError(f"--shards {count}: give the number of array tasks (>= 1)")
-    order = runner.largest_first(c, task, groups)
+    order = plan.largest_first(study, groups)
   except UserError as e:
-    print(f"slurm.py: error: {e}", file=sys.stderr)
+    print(f"slurm.py: error: {one_line(e)}", file=sys.stderr)
     return 2
   workdir = os.path.abspath(args.workdir)
   print(f"{c.name}: {len(groups)} groups -> array of {count} tasks, workdir {workdir}; each "
@@ -61,7 +58,7 @@ def main(argv=None) -> int:
   print("  order: " + ", ".join(f"{g.id} ({len(g.cells)} models)" for g in order))
   if args.dry_run:
     return 0
-  runner.prepare_workdir(c, workdir)  # refuse a different study before submitting
+  study_lib.claim_workdir(study, workdir)  # refuse a different study before submitting
   executor = submitit.AutoExecutor(folder=os.path.join(workdir, "slurm", "%j"))
   params = dict(timeout_min=args.timeout_min, slurm_partition=args.partition,
                 gpus_per_node=args.gpus_per_node or None, cpus_per_task=args.cpus_per_task,
@@ -77,8 +74,9 @@ def main(argv=None) -> int:
   if args.wait:
     for j in jobs:
       j.result()
+    from depthscale.io import workdir as workdir_lib
     from depthscale.report import build_report
-    runner.collect(workdir)
+    workdir_lib.merge_results(workdir)
     print(f"report: {build_report(workdir)}")
   return 0
 

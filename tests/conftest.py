@@ -72,3 +72,10 @@ def pytest_collection_modifyitems(config, items):
   """The slow end-to-end tests first, so that two xdist workers start them at once and
   the short tests fill in around them (instead of a long test starting last)."""
   items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def planned(c):
+  """(task, groups) of config `c` before any memory fit, as `depthscale plan` sees them."""
+  from depthscale.sweep import plan, study
+  s = study.resolve(c)
+  return s.task, plan.make_plan(s)

@@ -11,7 +11,7 @@ import jax.monitoring
 import pytest
 
 from depthscale import cli, config
-from depthscale.sweep import runner
+from depthscale.sweep import runner, study as study_lib
 
 COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -43,13 +43,13 @@ def workdir_unwritable(tmp_path, _mp):
 
 
 def workdir_of_another_study(tmp_path, _mp):
-  runner.prepare_workdir(config.load("experiments/a5_depth.py:smoke"), str(tmp_path / "w"))
+  study_lib.claim_workdir(study_lib.resolve(config.load("experiments/a5_depth.py:smoke")), str(tmp_path / "w"))
   return {}
 
 
 def workdir_with_group_file(text):
   def setup(tmp_path, _mp):
-    runner.prepare_workdir(config.load(SMOKE), str(tmp_path / "w"))
+    study_lib.claim_workdir(study_lib.resolve(config.load(SMOKE)), str(tmp_path / "w"))
     os.makedirs(tmp_path / "w" / "groups")
     (tmp_path / "w" / "groups" / "n16-6m-0123456789.json").write_text(text)
     return {}

@@ -228,11 +228,11 @@ def test_khop_error_per_k_and_claims(reference_run):
 
 def test_a_rerun_with_edited_claims_updates_config_json(tmp_path):
   from depthscale import config
-  from depthscale.sweep import runner
+  from depthscale.sweep import study as study_lib
   c = config.load("experiments/quickstart.py:smoke")
-  runner.prepare_workdir(c, str(tmp_path))
+  study_lib.claim_workdir(study_lib.resolve(c), str(tmp_path))
   c.report.claims = c.report.claims[:1]
-  runner.prepare_workdir(c, str(tmp_path))
+  study_lib.claim_workdir(study_lib.resolve(c), str(tmp_path))
   saved = json.loads((tmp_path / "config.json").read_text())
   assert len(saved["report"]["claims"]) == 1
 

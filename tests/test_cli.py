@@ -15,6 +15,7 @@ import jax
 import pytest
 
 from depthscale import bench, cli
+from depthscale.cli import app, common
 from depthscale.core import ensemble
 
 
@@ -79,9 +80,9 @@ def test_tasks_list_names_every_task(capsys):
 
 
 def test_parse_value():
-  assert cli.parse_value("3") == 3 and cli.parse_value("0.5") == 0.5
-  assert cli.parse_value("True") is True and cli.parse_value("false") is False
-  assert cli.parse_value("none") is None and cli.parse_value("A5") == "A5"
+  assert common.parse_value("3") == 3 and common.parse_value("0.5") == 0.5
+  assert common.parse_value("True") is True and common.parse_value("false") is False
+  assert common.parse_value("none") is None and common.parse_value("A5") == "A5"
 
 
 BAD = {
@@ -141,11 +142,11 @@ def test_user_errors_exit_status_from_the_shell(name):
 def test_bench_splits_a_cpu_into_one_device_per_core_unless_told(monkeypatch):
   cores = len(os.sched_getaffinity(0))
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
-  cli.split_host_into_cores()
+  app.split_host_into_cores()
   assert os.environ["XLA_FLAGS"].split() == [
       "--xla_cpu_enable_fast_math=false", f"--xla_force_host_platform_device_count={cores}"]
   monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3")
-  cli.split_host_into_cores()
+  app.split_host_into_cores()
   assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=3"
 
 

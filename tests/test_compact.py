@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from depthscale import tasks
-from depthscale.core import ensemble, train
+from depthscale.core import ensemble, program, train
 from depthscale.core.ensemble import ModelSpec
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.model import compact
-from depthscale.sweep import group
+from depthscale.sweep import train_group
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = dict(name="word_problem", group="S3")
@@ -30,6 +30,14 @@ MIXED = [ModelSpec(1, 16, 2, seed=1, lr=3e-3), ModelSpec(3, 24, 2, seed=2, weigh
 LOOPED = [ModelSpec(1, 16, 2, seed=0, repeats=3), ModelSpec(2, 24, 4, seed=1, repeats=2)]
 
 
+class _StopAtOnce(train_group.Hooks):
+  def should_stop(self):
+    return True
+
+
+STOP_AT_ONCE = _StopAtOnce()
+
+
 def _tcfg(layout="compact", curriculum="fixed"):
   return train.TrainConfig(batch_size=4, length=LENGTH, total_steps=STEPS, decay="cosine",
                            clip_norm=0.0, curriculum=curriculum, steps_per_stage=3,
@@ -38,17 +46,18 @@ def _tcfg(layout="compact", curriculum="fixed"):
 
 def _group(specs, tcfg, pos, **kw):
   task = tasks.make(**TASK)
-  return group.train_group(task, specs, tcfg, steps_per_call=K, eval_size=8, progress=False,
-                           model=dict(pos=pos, dtype="float64"), **kw)
+  return train_group.train_group(task, specs, tcfg, steps_per_call=K, eval_size=8,
+                                 progress=False, model_options=dict(pos=pos, dtype="float64"),
+                                 **kw)
 
 
 def _alone(spec, tcfg, pos):
   """One model as its own group, through the padded (plain vmapped) step."""
   task = tasks.make(**TASK)
   tcfg = train.TrainConfig(**{**tcfg.__dict__, "layout": "pad", "profile": ()})
-  cfg = group.model_config(task, [spec], tcfg, dict(pos=pos, dtype="float64"))
+  cfg = program.model_config(task, [spec], tcfg, dict(pos=pos, dtype="float64"))
   state = train.init_state(ensemble.init_params([spec], cfg), tcfg)
-  fn = train.make_train_chunk(task, cfg, tcfg, STEPS)
+  fn = program.make_train_chunk(task, cfg, tcfg, STEPS)
   state, m = fn(state, train.stack_hparams([spec]), ensemble.stack_arch([spec], cfg))
   return np.asarray(m["loss"])[:, 0], np.asarray(m["stage"])[:, 0], state
 
@@ -94,9 +103,9 @@ def test_compact_group_resumes_from_checkpoint_to_the_same_bits(tmp_path, mixed_
   and results."""
   ckpt = GroupCheckpoints(str(tmp_path / "ckpt"))
   with jax.enable_x64(True):
-    with pytest.raises(group.Interrupted):
+    with pytest.raises(train_group.Interrupted):
       _group(MIXED, _tcfg(), "learned", checkpoints=ckpt, checkpoint_every=K,
-             should_stop=lambda: True)
+             hooks=STOP_AT_ONCE)
     assert 0 < ckpt.manager.latest_step() < STEPS
     again = _group(MIXED, _tcfg(), "learned", checkpoints=ckpt, checkpoint_every=K)
   np.testing.assert_array_equal(again.curves["loss"], mixed_run.curves["loss"])
@@ -111,12 +120,13 @@ jax.config.update("jax_enable_x64", True)
 from depthscale import tasks
 from depthscale.core import train
 from depthscale.core.ensemble import ModelSpec
-from depthscale.sweep import group
+from depthscale.sweep import train_group
 task = tasks.make("word_problem", group="S3")
 specs = [ModelSpec(d, 8, 2, seed=s) for s in (0, 1) for d in (1, 2, 3, 4)]
 tcfg = train.TrainConfig(batch_size=4, length=8, total_steps=10, layout="compact")
-out = [group.train_group(task, specs, tcfg, steps_per_call=10, eval_size=8, progress=False,
-                         model=dict(dtype="float64"), devices=jax.local_devices()[:n])
+out = [train_group.train_group(task, specs, tcfg, steps_per_call=10, eval_size=8,
+                               progress=False, model_options=dict(dtype="float64"),
+                               devices=jax.local_devices()[:n])
        for n in (1, 4)]
 np.testing.assert_allclose(out[1].curves["loss"], out[0].curves["loss"], rtol=1e-9)
 print("ok", [r["devices"] for r in out[1].rows][0], out[0].curves["loss"][-1])

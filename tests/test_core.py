@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from depthscale import tasks
-from depthscale.core import ensemble, metrics, train
+from depthscale.core import ensemble, metrics, program, train
 from depthscale.core.ensemble import ModelSpec
 
 
@@ -23,7 +23,7 @@ def _group(task, specs, length, tcfg, pos="learned", dtype="float32"):
 
 def _train(task, specs, length, tcfg, chunks, k, pos="learned", dtype="float32"):
   cfg, state, hp, arch = _group(task, specs, length, tcfg, pos, dtype)
-  fn = train.make_train_chunk(task, cfg, tcfg, k)
+  fn = program.make_train_chunk(task, cfg, tcfg, k)
   losses = []
   for _ in range(chunks):
     state, m = fn(state, hp, arch)
@@ -70,7 +70,7 @@ def test_models_in_chunks_train_as_all_at_once():
   differ), and models land back in their own rows."""
   task = tasks.make("word_problem", group="S3")
   specs = MIXED[:3]
-  assert [train.chunk_size(4, b) for b in (0, 1, 2, 3, 4, 9)] == [4, 1, 2, 2, 4, 4]
+  assert [program.chunk_size(4, b) for b in (0, 1, 2, 3, 4, 9)] == [4, 1, 2, 2, 4, 4]
   with jax.enable_x64(True):
     out = {}
     for b in (0, 1):  # all at once; one model per chunk (3 chunks in a lax.map)
@@ -90,7 +90,7 @@ def test_changing_hyperparameters_never_recompiles():
   specs = [ModelSpec(1, 16, 2, seed=0), ModelSpec(1, 16, 2, seed=1)]
   tcfg = train.TrainConfig(batch_size=4, length=4, total_steps=10)
   cfg, state, hp, arch = _group(task, specs, 4, tcfg)
-  fn = jax.jit(chex.assert_max_traces(train.chunk_fn(task, cfg, tcfg, 2), n=1))
+  fn = jax.jit(chex.assert_max_traces(program.chunk_fn(task, cfg, tcfg, 2), n=1))
   state, _ = fn(state, hp, arch)
   for lr, wd, warm in [(1e-2, 0.0, 5.0), (3e-5, 0.3, 0.0)]:
     hp2 = hp.replace(lr=jnp.full_like(hp.lr, lr), weight_decay=jnp.full_like(hp.lr, wd),
@@ -162,18 +162,18 @@ def test_word_problem_learns_short_lengths_with_curriculum():
 def test_runs_ask_xla_for_reproducible_numbers(monkeypatch):
   """The runner's settings for GPU/TPU determinism: deterministic scatter-add, float32
   matmuls at full precision (no TF32), the partitionable PRNG; a user's XLA_FLAGS kept."""
-  from depthscale.sweep import runner
+  from depthscale.sweep import study
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
   before = {k: getattr(jax.config, k) for k in ("jax_default_matmul_precision",
                                                   "jax_threefry_partitionable")}
   try:
-    runner.reproducible_xla()
+    study.reproducible_xla()
     assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_max_isa=AVX2",
                                                "--xla_gpu_deterministic_ops=true"]
     assert jax.config.jax_default_matmul_precision == "highest"
     assert jax.config.jax_threefry_partitionable
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_deterministic_ops=false")
-    runner.reproducible_xla()  # the user's explicit choice wins
+    study.reproducible_xla()  # the user's explicit choice wins
     assert os.environ["XLA_FLAGS"] == "--xla_gpu_deterministic_ops=false"
   finally:
     for k, v in before.items():

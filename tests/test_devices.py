@@ -60,7 +60,7 @@ def test_three_model_groups_on_four_devices_train_no_filler(tmp_path, reference_
   and within float32 drift by step 60 (CPU kernels round differently with 4 host
   devices than with 1, and training amplifies it: module docstring)."""
   from conftest import SPLIT_SMOKE
-  from depthscale.io import results
+  from depthscale.io import workdir as workdir_lib
   ref_dir, _ = reference_run
   env = dict(os.environ, WANDB_MODE="disabled",
              XLA_FLAGS="--xla_force_host_platform_device_count=4")
@@ -74,7 +74,7 @@ def test_three_model_groups_on_four_devices_train_no_filler(tmp_path, reference_
     rows = list(csv.DictReader(f))
   assert len(rows) == 12 and {r["devices"] for r in rows} == {"1"}
   assert {r["models_in_program"] for r in rows} == {"3"}  # 3 real models, no copy
-  ref, got = results.read_groups(ref_dir), results.read_groups(tmp_path / "w")
+  ref, got = workdir_lib.read_groups(ref_dir), workdir_lib.read_groups(tmp_path / "w")
   assert len(ref) == 2 and set(ref) < set(got)
   for gid in ref:
     a = np.asarray(got[gid]["curves"]["loss"])     # [models, 6]: steps 10, 20, ..., 60

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from depthscale import cli, devices
+from depthscale.cli import app
 from depthscale.errors import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,7 +98,7 @@ def test_text_for_a_known_gpu():
           "dtype": "bfloat16", "table_peak_gflops": spec.peak_tflops["bfloat16"] * 1e3,
           "probe_n": 8192, "matmul_peak_gflops": 741750.0,
           "fraction_of_table_peak": 741750.0 / 989000.0}
-  lines = cli.format_devices(info)
+  lines = app.format_devices(info)
   assert "memory per device: 79.0 GiB (runtime limit per device)" in lines
   assert lines[-1] == "table: h100, bfloat16 peak 989000 GFLOP/s; measured at 75% of it"
 

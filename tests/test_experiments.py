@@ -4,8 +4,8 @@ import os
 
 import pytest
 
+from conftest import planned
 from depthscale import config
-from depthscale.sweep import runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = sorted(glob.glob(os.path.join(ROOT, "experiments", "*.py")))
@@ -26,11 +26,11 @@ def test_config_plans_and_smoke_is_small(path):
   assert first.startswith("#") and ("depthscale run" in first or "make run" in first)
   for arg in ARGS.get(os.path.basename(path), [None]):
     full = config.load(path + (f":{arg}" if arg else ""))
-    _, groups = runner.planned(full)
+    _, groups = planned(full)
     assert groups
     smoke_arg = f"{arg},smoke" if arg else "smoke"
     smoke = config.load(f"{path}:{smoke_arg}")
-    _, groups = runner.planned(smoke)
+    _, groups = planned(smoke)
     models = [c for g in groups for c in g.cells]
     assert len(models) >= 6 and len({c.spec.depth for c in models} |
                                     {c.spec.repeats for c in models}) >= 2
@@ -50,10 +50,10 @@ def test_paper_fits_recorded():
 def test_cpu_variant_has_an_axis_of_three_and_two_seeds_and_claims(path):
   for arg in ARGS.get(os.path.basename(path), [None]):
     c = config.load(f"{path}:{arg},cpu" if arg else f"{path}:cpu")
-    _, groups = runner.planned(c)
+    _, groups = planned(c)
     g = c.grid
     assert max(len(g.depth), len(g.width), len(g.repeats), len(g.length)) >= 3
     assert len(g.seed) >= 2 and c.model.compute_dtype == "float32"
     assert c.report.claims and all({"kind", "claim", "paper"} <= set(x) for x in c.report.claims)
     for name, spec in c.report.companions.items():
-      runner.planned(config.load(spec))  # a companion study loads and plans too
+      planned(config.load(spec))  # a companion study loads and plans too

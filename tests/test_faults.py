@@ -10,9 +10,9 @@ from etils import epath
 
 from depthscale import cli, config
 from depthscale.errors import UserError
-from depthscale.io import results
+from depthscale.io import workdir as workdir_lib
 from depthscale.io.checkpoint import GroupCheckpoints
-from depthscale.sweep import runner
+from depthscale.sweep import study as study_lib
 
 
 def test_disk_full_during_a_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -55,7 +55,7 @@ def test_other_save_errors_are_not_disguised(tmp_path, monkeypatch):
     ('{"rows": [], "curves": {}, "per_position_acc": []}', "another version"),
     ('{"rows": [], "format": 99}', "another version")])
 def test_report_refuses_a_bad_results_file_and_leaves_it(text, words, tmp_path, capsys):
-  runner.prepare_workdir(config.load("experiments/quickstart.py:smoke"), str(tmp_path))
+  study_lib.claim_workdir(study_lib.resolve(config.load("experiments/quickstart.py:smoke")), str(tmp_path))
   path = tmp_path / "groups" / "n16-6m-0123456789.json"
   path.parent.mkdir()
   path.write_text(text)
@@ -63,13 +63,13 @@ def test_report_refuses_a_bad_results_file_and_leaves_it(text, words, tmp_path, 
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and words in err[0] and str(path) in err[0]
   assert path.read_text() == text  # reported, never rebuilt or overwritten
-  assert not (tmp_path / "results.csv").exists()
+  assert not (tmp_path / "workdir_lib.csv").exists()
 
 
 def test_results_files_carry_their_format(tmp_path):
   rows = [{"n_star": 2}]
-  results.write_group(str(tmp_path), "g", rows, {"loss": np.zeros((20, 1), np.float32)},
+  workdir_lib.write_group(str(tmp_path), "g", rows, {"loss": np.zeros((20, 1), np.float32)},
                       np.zeros((1, 4)))
   data = json.loads((tmp_path / "groups" / "g.json").read_text())
-  assert data["format"] == results.FORMAT
-  assert results.read_groups(str(tmp_path))["g"]["rows"] == rows
+  assert data["format"] == workdir_lib.FORMAT
+  assert workdir_lib.read_groups(str(tmp_path))["g"]["rows"] == rows

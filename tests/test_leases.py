@@ -8,9 +8,11 @@ import time
 import pytest
 
 from depthscale import config
-from depthscale.io import leases, results
+from conftest import planned
+from depthscale.io import leases
+from depthscale.io import workdir as workdir_lib
 from depthscale.io.leases import Lease, LeaseLost
-from depthscale.sweep import runner, status
+from depthscale.sweep import status, study as study_lib
 
 SMOKE = "experiments/quickstart.py:smoke"
 
@@ -91,12 +93,12 @@ def test_leases_work_where_flock_fails(tmp_path, monkeypatch):
 
 def test_status_shows_done_running_stale_and_pending(tmp_path):
   c = config.load(SMOKE, ["plan.max_models_per_group=1", "lease_s=60.0"])
-  runner.prepare_workdir(c, str(tmp_path))
-  _, groups = runner.planned(c)
+  study_lib.claim_workdir(study_lib.resolve(c), str(tmp_path))
+  _, groups = planned(c)
   assert len(groups) >= 4
   done, running, stale, pending = [g.id for g in groups[:4]]
-  os.makedirs(os.path.dirname(results.group_path(str(tmp_path), done)), exist_ok=True)
-  open(results.group_path(str(tmp_path), done), "w").write("{}")
+  os.makedirs(os.path.dirname(workdir_lib.group_path(str(tmp_path), done)), exist_ok=True)
+  open(workdir_lib.group_path(str(tmp_path), done), "w").write("{}")
   r = Lease(str(tmp_path), running, lease_s=60)
   assert r.acquire()
   r.update(step=100, total_steps=c.train.steps, steps_per_s=20.0)

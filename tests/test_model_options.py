@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from depthscale import config, tasks
-from depthscale.core import ensemble, train
+from conftest import planned
+from depthscale.core import ensemble, program, train
 from depthscale.core.ensemble import ModelSpec
 from depthscale.model import Transformer, transformer
-from depthscale.sweep import group, runner
+from depthscale.sweep import study as study_lib
 
 # Padded mixed shapes: model 1 has 2 of the group's 8 heads, 6 of its 8 head units and
 # 12 of its 32 residual units; model 2 head size 4 of 8. One layer each: compiles faster.
@@ -123,15 +124,17 @@ def test_bfloat16_study_tracks_float32_on_associative_recall():
   curves, start = {}, None
   for ct in ("float32", "bfloat16"):
     c = _study(ct)
-    task, (g,) = runner.planned(c)
-    tcfg = runner.train_config(c, g.length)
+    st = study_lib.resolve(c)
+    task, (g,) = planned(c)
+    tcfg = st.train_config(length=g.length)
     if start is None:  # float32: the group as a sweep builds it
-      cfg, state, hp, arch = group.build(task, g.specs, tcfg, runner.model_options(c))
+      cfg = program.model_config(task, g.specs, tcfg, st.model_options())
+      state, hp, arch = program.init_inputs(g.specs, cfg, tcfg, jax.local_devices())
       start = jax.tree.map(jnp.copy, state)  # the chunk donates its state
     else:  # the same float32 parameters: compute_dtype changes no parameter
-      cfg, state = group.model_config(task, g.specs, tcfg, runner.model_options(c)), start
+      cfg, state = program.model_config(task, g.specs, tcfg, st.model_options()), start
     assert cfg.compute_dtype == (None if ct == "float32" else "bfloat16")
-    state, m = train.make_train_chunk(task, cfg, tcfg, c.train.steps)(state, hp, arch)
+    state, m = program.make_train_chunk(task, cfg, tcfg, c.train.steps)(state, hp, arch)
     assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype("float32")}
     assert m["loss"].dtype == jnp.float32
     curves[ct] = np.asarray(m["loss"]).reshape(12, 25, -1).mean(1)  # 25-step means

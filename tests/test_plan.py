@@ -2,12 +2,15 @@
 XLA's compiled analysis; the FLOP-model estimate for a device this host lacks."""
 import dataclasses
 import json
+import types
 
 import jax
 import pytest
 
 from depthscale import cli, config
-from depthscale.sweep import plan, probe, runner
+from conftest import planned
+from depthscale.core import program
+from depthscale.sweep import plan, probe, runner, study as study_lib
 
 SMOKE = "experiments/quickstart.py:smoke"
 TINY = ["train.steps=40", "train.steps_per_call=20", "checkpoint_every=20",
@@ -29,14 +32,16 @@ def test_plan_json_fields_and_the_probe_reused_by_run(tmp_path, capsys):
   assert est["est_train_s"] == pytest.approx(g["est_train_s"])
   # the same program compiled independently: XLA's memory analysis, as the plan reports
   c = config.load(SMOKE, TINY)
-  task, groups = runner.planned(c)
-  compiled, _, _ = probe.compile_group(task, groups[0].specs, runner.train_config(c, 16),
-                                       runner.model_options(c), 20, jax.local_devices())
+  st = study_lib.resolve(c)
+  task, groups = planned(c)
+  compiled = program.build(task, groups[0].specs, st.train_config(length=16),
+                           st.model_options(), 20, jax.local_devices()).run
   m = compiled.memory_analysis()
   assert g["memory_bytes"] == (m.argument_size_in_bytes + m.output_size_in_bytes
                                - m.alias_size_in_bytes + m.temp_size_in_bytes)
   # run finds the probe (same signature) and uses its rate; its own compile agrees
-  rows = runner.run(c, str(tmp_path / "w"), progress=False, report=False, signals=False)
+  rows = runner.run(study_lib.resolve(c), str(tmp_path / "w"), progress=False, report=False,
+                    signals=False)
   assert {r["probe_step_s"] for r in rows} == {g["step_s"]}
   assert {r["memory_bytes"] for r in rows} == {g["memory_bytes"]}
   saved = json.loads((tmp_path / "w" / "plan.json").read_text())
@@ -60,7 +65,8 @@ def test_fit_tries_chunks_then_remat_then_splits():
     return (m + 4 * at_once * (0.5 if g.remat else 1.0)) * 2**20
   seq = lambda n: n
   log = []
-  fits = lambda limit: plan.fit_memory([fake_group(8)], limit * 2**20, measure, c, seq,
+  study = types.SimpleNamespace(config=c, seq_len=seq, vocab=0, output_dim=0)
+  fits = lambda limit: plan.fit_memory([fake_group(8)], limit * 2**20, measure, study,
                                        log=log.append)
   (g,) = fits(40)
   assert (g.models_per_chunk, g.remat) == (0, "")          # 8 + 32 fits 40
@@ -78,17 +84,18 @@ def test_fit_tries_chunks_then_remat_then_splits():
 
 def test_memory_limit_chunks_a_real_group_by_its_compiled_size(tmp_path):
   c = config.load(SMOKE, TINY)
-  task, (g,) = runner.planned(c)
+  st = study_lib.resolve(c)
+  task, (g,) = planned(c)
   devs = jax.local_devices()[:1]
-  assert runner.fitted(c, task, [g], devs) == [g]  # no limit on a CPU: no fit
-  whole = probe.measure_memory(task, g.specs, runner.train_config(c, g.length),
-                               runner.model_options(c), 20, devs)
-  halves = probe.measure_memory(task, g.specs, runner.train_config(
-      c, g.length, dataclasses.replace(g, models_per_chunk=2)), runner.model_options(c), 20,
+  assert probe.fit(st, [g], devs) == [g]  # no limit on a CPU: no fit
+  whole = probe.measure_memory(task, g.specs, st.train_config(length=g.length),
+                               st.model_options(), 20, devs)
+  halves = probe.measure_memory(task, g.specs, st.train_config(
+      dataclasses.replace(g, models_per_chunk=2)), st.model_options(), 20,
       devs)
   assert halves < whole
   c.plan.device_memory_gb = (halves + whole) / 2 / 2**30
-  (fit,) = runner.fitted(c, task, [g], devs)
+  (fit,) = probe.fit(st, [g], devs)
   assert fit.models_per_chunk == 2 and fit.remat == "" and fit.id == g.id
 
 
@@ -98,7 +105,7 @@ def test_no_probe_prices_a5_depth_on_an_h100_in_tens_of_hours(tmp_path, capsys):
                    "experiments/a5_depth.py", "--json", str(out)]) == 0
   est = json.loads(out.read_text())
   c = config.load("experiments/a5_depth.py")
-  task, groups = runner.planned(c)
+  task, groups = planned(c)
   flops = sum(plan.group_cost(g, task.seq_len(g.length), 128, 800_000, 4,
                               task.output_dim(128))[0] for g in groups)
   assert est["est_train_s"] == pytest.approx(flops / (989e12 * 0.4))  # bf16 peak x mfu

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from depthscale.io import results
+from depthscale.io import workdir as workdir_lib
 from depthscale.report import all_fits, build_report, settings
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -58,7 +58,7 @@ def _write_workdir(path, rows, config, groups=True, csv_file=True):
       if r["frozen"]:
         curve[-1] = None                                   # a diverged model's NaN, as null
     group = {"rows": members, "curves": {"loss": loss, "accuracy": loss, "step": steps},
-             "per_position_acc": acc, "format": results.FORMAT}
+             "per_position_acc": acc, "format": workdir_lib.FORMAT}
     (path / "groups" / f"d{d}.json").write_text(json.dumps(group))
 
 

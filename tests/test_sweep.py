@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, SPLIT_SMOKE, read_rows
 from depthscale import config
-from depthscale.sweep import runner
+from depthscale.sweep import study as study_lib
 
 SMOKE = "experiments/quickstart.py:smoke"
 
@@ -110,11 +110,11 @@ def test_bad_config_is_one_line_naming_the_field(tmp_path, override, field):
 
 def test_workdir_with_a_different_study_is_refused(tmp_path):
   c = config.load(SMOKE)
-  runner.prepare_workdir(c, str(tmp_path))
+  study_lib.claim_workdir(study_lib.resolve(c), str(tmp_path))
   before = (tmp_path / "config.json").read_text()
   c.grid.depth = [1, 5]
   with pytest.raises(config.ConfigError, match="grid"):
-    runner.prepare_workdir(c, str(tmp_path))
+    study_lib.claim_workdir(study_lib.resolve(c), str(tmp_path))
   assert (tmp_path / "config.json").read_text() == before
   c2 = config.load(SMOKE, ["wandb.mode=disabled"])  # not part of the study's identity
-  runner.prepare_workdir(c2, str(tmp_path))
+  study_lib.claim_workdir(study_lib.resolve(c2), str(tmp_path))

@@ -16,13 +16,13 @@ import sys
 import jax
 import numpy as np
 
-from depthscale import bench, tasks
+from depthscale import bench, bench_mixed, tasks
 from depthscale.model import compact
 
 
 def main(out):
   p, task = bench.MIXED, tasks.make(bench.TASK, **bench.TASK_OPTIONS)
-  specs = bench.mixed_specs()
+  specs = bench_mixed.mixed_specs()
   devs = jax.local_devices()[:1]
   log = lambda s: print(s, file=sys.stderr)
   uniform = lambda d: [dataclasses.replace(s, depth=d) for s in specs]
@@ -35,7 +35,7 @@ def main(out):
   compact.bands = bands
   runs["all_depth1"] = bench.make_engine(task, p, uniform(1), devs, log, name="d1")[0]
   runs["all_depth8"] = bench.make_engine(task, p, uniform(8), devs, log, name="d8")[0]
-  per = len(bench.MIXED_SEEDS) * len(bench.MIXED_LRS)
+  per = len(bench_mixed.MIXED_SEEDS) * len(bench_mixed.MIXED_LRS)
   for i in range(0, len(specs), per):
     runs[f"bucket_d{specs[i].depth}"] = bench.make_engine(
         task, p, specs[i:i + per], devs, log, name=f"bucket d{specs[i].depth}")[0]
@@ -44,7 +44,7 @@ def main(out):
     for k, dispatch in runs.items():
       times[k].append(dispatch() / p.engine_k)
   t = {k: statistics.median(v) for k, v in times.items()}
-  depths = np.array(bench.MIXED_DEPTHS, float)
+  depths = np.array(bench_mixed.MIXED_DEPTHS, float)
   bucket = np.array([t[f"bucket_d{int(d)}"] for d in depths])
   b_per_layer, b_fixed = np.polyfit(depths, bucket, 1)
   big_per_layer = (t["all_depth8"] - t["all_depth1"]) / 7

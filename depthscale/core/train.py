@@ -1,4 +1,5 @@
-"""The train step, written for one model, vmapped once over M and scanned K steps.
+"""The train step, written for one model (core/program.py vmaps it once over M and loops
+it over steps).
 
 Batches are sampled on device from (model's data key, step), so a restarted run sees
 the same batches. Per-model hyperparameters are data: changing them never recompiles.
@@ -11,7 +12,6 @@ import dataclasses
 import flax.struct
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from depthscale.core import ensemble
@@ -36,7 +36,7 @@ class TrainConfig:
   layout: str = "pad"              # pad: every model runs the deepest model's layers (masked)
                                    # compact: each layer only on the models that have it
   profile: tuple = ()              # compact: static counts[r][t] (model/compact.py), set by
-                                   # `arrange` with the models' order; () for pad
+                                   # program.arrange with the models' order; () for pad
 
   def stages(self) -> tuple[int, ...]:
     """Curriculum lengths 2, 4, 8, ... up to `length` (just `length` if none)."""
@@ -222,112 +222,3 @@ def make_compact_step(task, cfg: ModelConfig, tcfg: TrainConfig):
     return jax.vmap(update)(state_M, hp_M, grads_M, loss_M, acc_M, own_M)
 
   return step_M
-
-
-def local_chunk(models_per_chunk: int, n_devices: int) -> int:
-  """models_per_chunk of a compacted group counts models over all devices (as for pad):
-  each device runs its share of a chunk."""
-  return max(1, models_per_chunk // n_devices) if models_per_chunk > 0 else 0
-
-
-def arrange(specs, tcfg: TrainConfig, n_devices: int = 1):
-  """(order, tcfg) of a group's program: for layout compact, the specs' indices in
-  program order (deepest first, dealt over the devices) and tcfg with the static
-  profile of every device's (and chunk's) models; (None, tcfg) for pad."""
-  if tcfg.layout == "pad":
-    return None, tcfg
-  if tcfg.layout != "compact":
-    raise ValueError(f"unknown layout {tcfg.layout!r}")
-  if len(specs) % n_devices:
-    raise ValueError(f"{len(specs)} models do not divide over {n_devices} devices")
-  shapes = [(s.depth, s.repeats) for s in specs]
-  m = len(specs) // n_devices
-  lanes = n_devices * (m // chunk_size(m, local_chunk(tcfg.models_per_chunk, n_devices)))
-  return (compact.order(shapes, n_devices),
-          dataclasses.replace(tcfg, profile=compact.profile(shapes, lanes)))
-
-
-def group_step(task, cfg: ModelConfig, tcfg: TrainConfig, devices=None):
-  """The step of all M models: (state_M, hparams_M, arch_M) -> (state_M, metrics {name:
-  [M]}). pad: the one-model step vmapped once. compact: make_compact_step, on each
-  device's block of models (shard_map over `devices` when more than one)."""
-  if tcfg.layout == "pad":
-    return map_models(jax.vmap(make_step(task, cfg, tcfg)),  # the one vmap over models
-                      tcfg.models_per_chunk)
-  if not tcfg.profile:
-    raise ValueError("a compact layout needs its profile: see train.arrange")
-  n = len(devices) if devices else 1
-  step_M = map_models(make_compact_step(task, cfg, tcfg), local_chunk(tcfg.models_per_chunk, n))
-  if n == 1:
-    return step_M
-  by_model = jax.sharding.PartitionSpec("models")
-  mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
-  return jax.shard_map(step_M, mesh=mesh, in_specs=(by_model,) * 3,
-                       out_specs=(by_model, by_model))
-
-
-def chunk_size(m: int, models_per_chunk: int) -> int:
-  """The largest divisor of m that is <= models_per_chunk (m itself when 0 or >= m)."""
-  if models_per_chunk <= 0 or models_per_chunk >= m:
-    return m
-  return max(b for b in range(1, models_per_chunk + 1) if m % b == 0)
-
-
-def map_models(fn_M, models_per_chunk: int):
-  """fn_M (already vmapped over the leading models axis of every argument and output),
-  applied to chunks of models one after another with lax.map. Chunk j holds models
-  j, j + M/b, j + 2M/b, ...: when the models axis is split over devices in contiguous
-  blocks (and b divides evenly over them), every chunk keeps every device busy."""
-  def run(*args_M):
-    m = jax.tree.leaves(args_M)[0].shape[0]
-    b = chunk_size(m, models_per_chunk)
-    if b == m:
-      return fn_M(*args_M)
-    split = lambda x: jnp.swapaxes(x.reshape((b, m // b) + x.shape[1:]), 0, 1)
-    merge = lambda x: jnp.swapaxes(x, 0, 1).reshape((m,) + x.shape[2:])
-    out = jax.lax.map(lambda a: fn_M(*a), jax.tree.map(split, args_M))
-    return jax.tree.map(merge, out)
-  return run
-
-
-def chunk_fn(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int, devices=None):
-  """`steps_per_call` steps of all M models: (state_M, hparams_M, arch_M) ->
-  (state_M, metrics {name: [K, M]}). Un-jitted; see make_train_chunk."""
-  step_M = group_step(task, cfg, tcfg, devices)
-
-  def chunk(state_M, hp_M, arch_M):
-    return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,
-                        length=steps_per_call)
-
-  return chunk
-
-
-def make_train_chunk(task, cfg: ModelConfig, tcfg: TrainConfig, steps_per_call: int,
-                     devices=None):
-  """chunk_fn, jitted, with the state donated: one dispatch runs K steps of M models."""
-  return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call, devices), donate_argnums=0)
-
-
-def make_train_steps(task, cfg: ModelConfig, tcfg: TrainConfig, max_steps: int,
-                     devices=None):
-  """Like make_train_chunk, but the number of steps is an argument: (state_M, hparams_M,
-  arch_M, n) runs n <= max_steps steps (a while loop) and returns metrics {name:
-  [max_steps, M]} whose first n rows are filled. One program serves every n, so a
-  caller can size its dispatches by time (a stop request is then served within one
-  short dispatch, whatever max_steps is). Each step is the same step as in the scan.
-  `devices`: those the models axis is sharded over (a compacted group's step runs per
-  device)."""
-  step_M = group_step(task, cfg, tcfg, devices)
-
-  def run(state_M, hp_M, arch_M, n):
-    _, like = jax.eval_shape(step_M, state_M, hp_M, arch_M)
-    buf = jax.tree.map(lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype), like)
-
-    def body(i, carry):
-      state, buf = carry
-      state, met = step_M(state, hp_M, arch_M)
-      return state, jax.tree.map(lambda b, x: b.at[i].set(x), buf, met)
-
-    return jax.lax.fori_loop(0, n, body, (state_M, buf))
-
-  return jax.jit(run, donate_argnums=0)

@@ -38,6 +38,10 @@ class ModelConfig:
   attention: str = "einsum"      # einsum | dot_product (jax.nn.dot_product_attention) | auto
   remat: str = "none"            # none | block (each layer recomputed in the backward pass)
 
+  def __post_init__(self):
+    if self.compute_dtype == "float32":  # what a config writes for "no reduced precision"
+      object.__setattr__(self, "compute_dtype", None)  # matmuls in `dtype`, as with None
+
   @property
   def head_dim(self) -> int:
     return self.head_size or self.width // self.heads

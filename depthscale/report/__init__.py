@@ -1,4 +1,4 @@
-"""Reports of a finished sweep: scaling-law fits (fits.py), report.md and plots (report.py).
+"""Reports of a finished sweep: scaling-law fits (fits.py), report.md (report.py), plots (plots.py).
 
 Works from files and plain result rows; never imports jax, core/ or model/.
 """

@@ -1,71 +1,27 @@
 """A sweep's report: reads a workdir's files, writes fits.json, report.md and plots/*.png.
 
 Works from results.csv, groups/*.json and config.json only; never imports jax, core/ or
-model/. Plots use matplotlib's Agg canvas (no pyplot state); every write is atomic.
+model/. The plots are drawn by plots.py; every write is atomic (plots.atomic).
 """
 from __future__ import annotations
 
-import csv
-import glob
 import json
-import math
 import os
-import pathlib
-import tempfile
 
-import numpy as np
-from matplotlib import cm, colors, ticker
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
-from depthscale.io import results
+from depthscale.io import workdir as workdir_lib
 from depthscale.report import claims as claims_lib
-from depthscale.report import fits, sections
+from depthscale.report import fits, plots, sections
 
 MODEL_COLS = ("task", "depth", "width", "heads", "lr", "length", "repeats", "seed", "n_star",
               "k_star", "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "train_s")
 
 
-def _atomic(path: str, write) -> None:
-  """Calls write(binary file) on a temp file beside `path`, then renames it into place."""
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      write(f)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
-
-
-def _parse(v: str):
-  """A results.csv cell back to bool, int, float, None or str."""
-  if v in ("True", "False", ""):
-    return {"True": True, "False": False, "": None}[v]
-  for kind in (int, float):
-    try:
-      return kind(v)
-    except ValueError:
-      pass
-  return v
-
-
 def load_workdir(workdir: str) -> dict:
   """config, rows, groups (with id) and where the rows came from; groups/ preferred
-  (typed, and in step with their curves), results.csv otherwise."""
-  load = lambda path: json.loads(pathlib.Path(path).read_text())
-  cfg_path = os.path.join(workdir, "config.json")
-  config = load(cfg_path) if os.path.exists(cfg_path) else {}
-  groups = []
-  for path in sorted(glob.glob(os.path.join(workdir, "groups", "*.json"))):
-    groups.append({**results.read_group(path),
-                   "id": os.path.splitext(os.path.basename(path))[0]})
-  csv_path, csv_rows = os.path.join(workdir, "results.csv"), None
-  if os.path.exists(csv_path):
-    with open(csv_path, newline="") as f:
-      csv_rows = [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  (typed, and in step with their curves), results.csv otherwise (io/workdir.py reads)."""
+  config = workdir_lib.read_config(workdir) or {}
+  groups = [{**g, "id": gid} for gid, g in workdir_lib.read_groups(workdir).items()]
+  csv_rows = workdir_lib.read_results_csv(workdir)
   if groups:
     rows, source = [r for g in groups for r in g["rows"]], "groups/*.json"
   elif csv_rows is not None:
@@ -88,118 +44,9 @@ def _ci(fit: dict, name: str) -> str:
 _table = sections.table
 
 
-def _canvas():
-  fig = FigureCanvasAgg(Figure(figsize=(6.4, 4.2))).figure
-  return fig, fig.add_subplot()
-
-
-def _save(fig, path: str) -> None:
-  fig.tight_layout()
-  _atomic(path, lambda f: fig.savefig(f, format="png", dpi=110))
-
-
 def _sorted(values) -> list:
   num = lambda v: isinstance(v, (int, float))
   return sorted(values, key=lambda v: (not num(v), v if num(v) else 0, str(v)))
-
-
-def _plot_scaling(axis: str, all_fit: dict, sets: list[dict], path: str,
-                  measure: str = "n* (largest length at >= 95% accuracy)") -> str | None:
-  """n* against depth or repeats (log2 n* axis) or width (log2 width axis): seeds, best,
-  median, fit."""
-  logged_y = axis in fits.LOG_AXES
-  values = sorted({s.get(axis) for s in sets})
-  if len(values) < 2:
-    return f"skipped: a single {axis} ({_fmt(values[0]) if values else 'none'})"
-  mine = [pair for key, pair in all_fit.items() if key.startswith(fits.NAMES[axis])]
-  fitted = lambda s: any(all(s.get(k) == v for k, v in p["best"]["where"].items()) for p in mine)
-  pts = [(s[axis], n) for s in sets if fitted(s) for n in s["n_star"] if not logged_y or n >= 1]
-  if not pts:
-    return "skipped: no model reached n* >= 1, so log2 n* is undefined"
-  fig, ax = _canvas()
-  ax.scatter(*zip(*pts), s=12, color="0.6", alpha=0.6, label="each seed")
-  for i, pair in enumerate(mine):
-    color, tag = f"C{i}", ", ".join(f"{k}={v}" for k, v in pair["best"]["where"].items())
-    for reduce, style in (("best", "o-"), ("median", "s--")):
-      p = sorted((q[axis], q["n_star"]) for q in pair[reduce]["points"])
-      if p:
-        ax.plot(*zip(*p), style, color=color, ms=4, label=f"{reduce} seed {tag}".strip())
-    fit = pair["best"]
-    if "slope" in fit and (not logged_y or fit["slope"] != 0):
-      grid = (np.linspace if logged_y else np.geomspace)(min(values), max(values), 50)
-      curve = (2 ** ((grid - fit["intercept"]) / fit["slope"]) if logged_y
-               else fit["slope"] * np.log2(grid) + fit["intercept"])
-      ax.plot(grid, curve, ":", color=color, label=f"fit (best), slope {fit['slope']:.2f}")
-  (ax.set_yscale if logged_y else ax.set_xscale)("log", base=2)
-  logged = [n for _, n in pts] if logged_y else values
-  subs = (1.0,) if math.log2(max(logged) / min(logged)) > 4 else (1, 1.25, 1.5, 1.75)
-  scale = ax.yaxis if logged_y else ax.xaxis
-  scale.set_major_locator(ticker.LogLocator(2, subs=subs))
-  scale.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-  scale.set_minor_formatter(ticker.NullFormatter())
-  ax.set_xlabel(axis)
-  ax.set_ylabel(measure)
-  ax.legend(fontsize=7)
-  _save(fig, path)
-  return None
-
-
-def _depth_colors(depths):
-  lo, hi = min(depths), max(depths)
-  norm = colors.Normalize(lo, hi if hi > lo else lo + 1)
-  return cm.ScalarMappable(norm=norm, cmap="viridis")
-
-
-def _plot_positions(groups, rows, path: str) -> str | None:
-  """Held-out accuracy per position of each setting's best seed, coloured by depth."""
-  pairs = [(r, a) for g in groups for r, a in zip(g["rows"], g.get("per_position_acc") or [])]
-  pairs.sort(key=lambda ra: fits.seed_rank(ra[0]))
-  best = {fits.setting_key(r): (r, a) for r, a in pairs}     # better seeds overwrite
-  models = sorted(best.values(), key=lambda ra: ra[0]["depth"])
-  if not models:
-    return "skipped: no groups/*.json with per_position_acc"
-  vary = [k for k in ("width", "heads", "lr", "length") if len({r.get(k) for r in rows}) > 1]
-  sm = _depth_colors([r["depth"] for r, _ in models])
-  fig, ax = _canvas()
-  for row, acc in models:
-    tag = "".join(f", {k}={_fmt(row.get(k))}" for k in vary)
-    ax.plot(np.arange(1, len(acc) + 1), np.asarray(acc, float), color=sm.to_rgba(row["depth"]),
-            label=f"depth {row['depth']}{tag} (seed {row.get('seed')}, n*={row['n_star']})")
-  ax.axhline(0.95, color="0.5", ls=":", lw=1)
-  ax.set_xlabel("position")
-  ax.set_ylabel("held-out accuracy (best seed)")
-  ax.legend(fontsize=6)
-  _save(fig, path)
-  return None
-
-
-def _plot_curves(groups, path: str) -> tuple[str | None, list[str]]:
-  """Training loss against step of every model, coloured by depth."""
-  lines, notes = [], []
-  for g in groups:
-    loss = (g.get("curves") or {}).get("loss") or []
-    if len(loss) != len(g["rows"]):
-      notes.append(f"group {g['id']}: {len(loss)} loss curves for {len(g['rows'])} models")
-      continue
-    for row, curve in zip(g["rows"], loss):
-      step = g["curves"].get("step") or list(range(1, len(curve) + 1))
-      if len(step) != len(curve):
-        notes.append(f"group {g['id']}: {len(step)} steps for {len(curve)} losses")
-        break
-      lines.append((row["depth"], step, np.asarray(curve, float)))    # null -> NaN
-  if not lines:
-    return "skipped: no training curves in groups/*.json", notes
-  sm = _depth_colors([d for d, _, _ in lines])
-  fig, ax = _canvas()
-  for depth, step, curve in lines:
-    ax.plot(step, curve, color=sm.to_rgba(depth), alpha=0.6, lw=1)
-  if all((c[np.isfinite(c)] > 0).all() for _, _, c in lines):
-    ax.set_yscale("log")
-  fig.colorbar(sm, ax=ax, label="depth")
-  ax.set_xlabel("step")
-  ax.set_ylabel("training loss")
-  _save(fig, path)
-  return None, notes
 
 
 def _fit_section(all_fit: dict, paper: dict | None) -> list[str]:
@@ -299,19 +146,19 @@ def build_report(workdir: str) -> str:
   others = _companions(workdir, rep.get("companions") or {})
   checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold)
   text = json.dumps({"fits": all_fit, "settings": sets}, indent=1)
-  _atomic(os.path.join(workdir, "fits.json"), lambda f: f.write(text.encode()))
+  plots.atomic(os.path.join(workdir, "fits.json"), lambda f: f.write(text.encode()))
   claims_text = json.dumps(checked, indent=1)
-  _atomic(os.path.join(workdir, "claims.json"), lambda f: f.write(claims_text.encode()))
+  plots.atomic(os.path.join(workdir, "claims.json"), lambda f: f.write(claims_text.encode()))
   plot_dir = os.path.join(workdir, "plots")
   os.makedirs(plot_dir, exist_ok=True)
   measure = ("largest size solved" if by_size
              else f"n* (largest length at >= {threshold:g} accuracy)")
-  plots = {name: _plot_scaling(axis, all_fit, sets, os.path.join(plot_dir, name), measure)
-           for axis, name in (("depth", "nstar_vs_depth.png"), ("width", "nstar_vs_width.png"),
-                              ("repeats", "nstar_vs_repeats.png"))}
-  plots["accuracy_per_position.png"] = _plot_positions(
+  figs = {name: plots.scaling(axis, all_fit, sets, os.path.join(plot_dir, name), measure)
+          for axis, name in (("depth", "nstar_vs_depth.png"), ("width", "nstar_vs_width.png"),
+                             ("repeats", "nstar_vs_repeats.png"))}
+  figs["accuracy_per_position.png"] = plots.positions(
       groups, rows, os.path.join(plot_dir, "accuracy_per_position.png"))
-  plots["training_curves.png"], curve_notes = _plot_curves(
+  figs["training_curves.png"], curve_notes = plots.curves(
       groups, os.path.join(plot_dir, "training_curves.png"))
   md = _what_was_run(data, sets, workdir) + [""] + sections.claims(checked)
   fit_note = (["Here n* is the largest size solved (see Accuracy per size): each model "
@@ -327,7 +174,7 @@ def build_report(workdir: str) -> str:
   md += sections.level_errors(rows, rep.get("paper_table") or {})
   md += sections.companions(rows, others) + _levels_section(rows)
   md += ["", "## Plots", ""]
-  for fname, skipped in plots.items():
+  for fname, skipped in figs.items():
     title = fname[:-4].replace("_", " ")
     md += [f"_{title}: {skipped}_" if skipped else f"![{title}](plots/{fname})", ""]
   md += [f"- {n}" for n in curve_notes] + ["", "## Settings (n* over seeds)", ""]
@@ -341,5 +188,5 @@ def build_report(workdir: str) -> str:
   ordered = [r for _, g in fits.group_settings(rows) for r in g]
   md += ["", "## Models", ""] + _table(cols, [[r.get(c) for c in cols] for r in ordered])
   path = os.path.join(workdir, "report.md")
-  _atomic(path, lambda f: f.write(("\n".join(md) + "\n").encode()))
+  plots.atomic(path, lambda f: f.write(("\n".join(md) + "\n").encode()))
   return path

@@ -2,33 +2,30 @@
 per device. Probed: each distinct program compiled and timed on the devices JAX sees
 (sweep/probe.py). Not probed: FLOPs at a device's peak (devices.TABLE, or this CPU's
 measured matmul peak) times plan.mfu, plus plan.compile_s, and the memory formula.
-Imports sweep.plan/probe/runner and devices; prints nothing (cli formats).
+Takes the Study; imports sweep.plan/probe and devices; prints nothing (cli formats).
 """
 from __future__ import annotations
 
 from depthscale import devices as devices_lib
-from depthscale.sweep import plan, runner
+from depthscale.sweep import plan, probe
 
 
-def _row(c, task, g, out_dim):
-  seq = task.seq_len(g.length)
-  computed, useful = plan.group_cost(g, seq, c.train.batch_size, c.train.steps,
-                                     c.model.mlp_ratio, out_dim)
+def _row(study, g):
+  c = study.config
+  computed, useful = plan.group_cost(g, study.seq_len(g.length), c.train.batch_size,
+                                     c.train.steps, c.model.mlp_ratio, study.output_dim)
   return dict(id=g.id, models=len(g.cells), length=g.length, shape=list(g.padded_shape()),
               computed_flops=computed, useful_flops=useful,
               models_per_chunk=g.models_per_chunk, remat=g.remat or c.model.remat,
               layout=g.layout)
 
 
-def probed(c, task, groups, devs, progress=lambda it, total: it) -> dict:
+def probed(study, groups, devs, progress=lambda it, total: it) -> dict:
   """Every group's program compiled and timed here (the probe cache reused)."""
-  from depthscale.sweep import probe
-  out_dim = task.output_dim(max(c.grid.length))
-  rows = []
+  c, rows = study.config, []
   for g in progress(groups, len(groups)):
-    p = probe.probe(task, g.specs, runner.train_config(c, g.length, g),
-                    runner.model_options(c, g), c.train.steps_per_call, devs)
-    rows.append(dict(_row(c, task, g, out_dim), compile_s=p.compile_s, step_s=p.step_s,
+    p = probe.of_group(study, g, devs)
+    rows.append(dict(_row(study, g), compile_s=p.compile_s, step_s=p.step_s,
                      est_train_s=p.step_s * c.train.steps, memory_bytes=p.memory_bytes,
                      memory_source="compiled"))
   d = devs[0]
@@ -36,11 +33,11 @@ def probed(c, task, groups, devs, progress=lambda it, total: it) -> dict:
                           source="probe: compiled and timed here"), groups=rows)
 
 
-def from_flops(c, task, groups, device: str | None) -> dict:
+def from_flops(study, groups, device: str | None) -> dict:
   """FLOP-model estimate for `device` (a devices.TABLE name, or cpu / None: this host's
   CPU with its matmul peak measured now)."""
+  c, dtype = study.config, study.peak_dtype
   spec = devices_lib.lookup(device) if device else None
-  dtype = "bfloat16" if c.model.compute_dtype == "bfloat16" else "float32"
   if spec is None:
     peak = devices_lib.matmul_peak_gflops(dtype) * 1e9
     dev = dict(kind="cpu (this host)", platform="cpu", count=1,
@@ -53,13 +50,12 @@ def from_flops(c, task, groups, device: str | None) -> dict:
                source=f"FLOPs at the table's {dtype} peak ({peak / 1e12:g} TFLOP/s) x "
                       f"plan.mfu {c.plan.mfu:g}")
     limit = spec.memory_gb * 1e9
-  out_dim = task.output_dim(max(c.grid.length))
   rows = []
   for g in groups:
-    r = _row(c, task, g, out_dim)
+    r = _row(study, g)
     step_s = r["computed_flops"] / c.train.steps / (peak * c.plan.mfu)
-    mem = plan.memory_bytes(g, task.seq_len(g.length), c.train.batch_size, c.model.mlp_ratio,
-                            task.input_vocab or 0, out_dim)
+    mem = plan.memory_bytes(g, study.seq_len(g.length), c.train.batch_size,
+                            c.model.mlp_ratio, study.vocab, study.output_dim)
     rows.append(dict(r, compile_s=c.plan.compile_s, step_s=step_s,
                      est_train_s=step_s * c.train.steps, memory_bytes=mem,
                      memory_source="formula", over_memory=bool(limit and mem > limit)))

@@ -4,7 +4,8 @@ Models of one length may share a program. `pad` puts them all in one padded prog
 (wasted FLOPs, one compile); `bucket` gives each true shape its own program (no waste,
 more compiles); `compact` is `pad` whose layers run only on the models that have them
 (model/compact.py: width still padded); `auto` picks per length by the cost model below.
-Imports core.ensemble and sweep.grid; writes nothing.
+Takes a resolved Study (sweep/study.py); imports model.compact and sweep.grid; writes
+nothing (the workdir's frozen plan: sweep/plan_file.py).
 """
 from __future__ import annotations
 
@@ -95,14 +96,14 @@ def memory_options(g: Group):
   return out + [(1, "block")] if m > 1 else out + [(0, "block")]
 
 
-def check_params_fit(groups: list[Group], limit_bytes: float, c, seq_len, vocab=0,
-                     out_dim=0) -> None:
+def check_params_fit(groups: list[Group], limit_bytes: float, study) -> None:
   """A one-line ConfigError, before anything compiles, if the parameters and optimizer
   state of one model alone exceed the limit."""
   gb = f"{limit_bytes / 2**30:.3g} GB"
   for g in groups:
-    one = max(param_bytes(Group((x,), g.length), seq_len(g.length), c.model.mlp_ratio,
-                          vocab, out_dim) for x in g.cells)
+    one = max(param_bytes(Group((x,), g.length), study.seq_len(g.length),
+                          study.config.model.mlp_ratio, study.vocab, study.output_dim)
+              for x in g.cells)
     if one > limit_bytes:
       raise ConfigError(
           f"plan.device_memory_gb (limit {gb}): the parameters and optimizer state of one "
@@ -110,12 +111,12 @@ def check_params_fit(groups: list[Group], limit_bytes: float, c, seq_len, vocab=
           "lower the model's size")
 
 
-def fit_memory(groups: list[Group], limit_bytes: float, measure, c, seq_len, vocab=0,
-               out_dim=0, log=lambda line: None) -> list[Group]:
+def fit_memory(groups: list[Group], limit_bytes: float, measure, study,
+               log=lambda line: None) -> list[Group]:
   """Each group as it is if `measure(group)` (bytes per device) fits `limit_bytes`;
   else with models_per_chunk and then remat (memory_options); else split in halves,
   each fitted the same way."""
-  check_params_fit(groups, limit_bytes, c, seq_len, vocab, out_dim)
+  check_params_fit(groups, limit_bytes, study)
   gb = f"{limit_bytes / 2**30:.3g} GB"
 
   def fit(g):
@@ -139,17 +140,18 @@ def fit_memory(groups: list[Group], limit_bytes: float, measure, c, seq_len, voc
   return [part for g in groups for part in fit(g)]
 
 
-def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0,
-              flops_per_s: float | None = None) -> list[Group]:
-  """Groups for `cells`, before any memory fit; `seq_len(length)` gives the task's
-  positions per example. `auto` weighs padded FLOPs at `flops_per_s` (the device's, see
-  runner.flops_per_s; default plan.gflops) against plan.compile_s per program."""
+def make_plan(study, flops_per_s: float | None = None) -> list[Group]:
+  """The study's groups, before any memory fit (a one-line ConfigError first if one
+  model alone exceeds plan.device_memory_gb). `auto` weighs padded FLOPs at
+  `flops_per_s` (the device's, see probe.flops_per_s; default plan.gflops) against
+  plan.compile_s per program."""
+  c, cells, out_dim = study.config, study.cells, study.output_dim
   cap, steps, batch = c.plan.max_models_per_group, c.train.steps, c.train.batch_size
   secs_per_flop = 1.0 / (flops_per_s or c.plan.gflops * 1e9)
   groups = []
   for length in sorted({x.length for x in cells}):
     here = [x for x in cells if x.length == length]
-    seq = seq_len(length)
+    seq = study.seq_len(length)
     pad = [Group(ch, length) for ch in _chunks(here, cap)]
     shapes = {}
     for x in here:
@@ -163,6 +165,8 @@ def make_plan(cells: list[Cell], c, seq_len, out_dim=0, vocab=0,
                             * secs_per_flop + c.plan.compile_s for g in gs)
       strategy = min(("pad", "bucket", "compact"), key=lambda k: cost(options[k]))
     groups.extend(options[strategy])
+  if c.plan.device_memory_gb:
+    check_params_fit(groups, c.plan.device_memory_gb * 2**30, study)
   return groups
 
 
@@ -213,10 +217,16 @@ def memory_bytes(g: Group, seq: int, batch: int, mlp_ratio=4, vocab=0, out_dim=0
   return len(g.cells) * 4 * (4 * params + acts)
 
 
-def cost_fn(task, c, out_dim=0):
+def cost_fn(study):
   """Seconds a group is expected to take (the planner's cost model)."""
+  c = study.config
   def cost(g: Group) -> float:
-    computed, _ = group_cost(g, task.seq_len(g.length), c.train.batch_size, c.train.steps,
-                             c.model.mlp_ratio, out_dim)
+    computed, _ = group_cost(g, study.seq_len(g.length), c.train.batch_size, c.train.steps,
+                             c.model.mlp_ratio, study.output_dim)
     return computed / (c.plan.gflops * 1e9) + c.plan.compile_s
   return cost
+
+
+def largest_first(study, groups: list[Group]) -> list[Group]:
+  """The order in which workers pull groups: the planner's cost, largest first."""
+  return sorted(groups, key=cost_fn(study), reverse=True)

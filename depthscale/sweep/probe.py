@@ -3,7 +3,8 @@ memory analysis. Cached per program signature and device kind, so `plan` and `ru
 every worker on a host that shares the cache) measure each program once.
 
 Cache: $DEPTHSCALE_CACHE/probes (default ~/.cache/depthscale/probes), one JSON per program.
-Imports sweep.group and core/; writes only its cache.
+Builds through core/program.py (the program that trains); also the rate and memory
+limit a plan assumes on these devices, and the memory fit. Writes only its cache.
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import time
 import jax
 import numpy as np
 
-from depthscale.core import train
-from depthscale.sweep import group as group_lib
+from depthscale import devices as devices_lib
+from depthscale.core import program, train
+from depthscale.sweep import plan
 
 TIME_S = 0.5   # target seconds of each timed dispatch
 TIMED = 3      # timed dispatches (the median is kept)
@@ -41,12 +43,12 @@ def cache_dir() -> str:
   return os.path.join(root, "probes")
 
 
-def signature(task, specs, tcfg: train.TrainConfig, model: dict, steps_per_call: int,
+def signature(task, specs, tcfg: train.TrainConfig, model_options: dict, steps_per_call: int,
               devices) -> str:
   """The program's identity: everything it is compiled from (the task, the padded
   shape, the train config, M, the model options) and the device kind and count. Seeds
   and learning rates are data, not part of it."""
-  cfg = group_lib.model_config(task, specs, tcfg, model)
+  cfg = program.model_config(task, specs, tcfg, model_options)
   shapes = sorted(s.shape() for s in specs)
   text = repr((repr(task), cfg, dataclasses.astuple(tcfg), len(specs), shapes, steps_per_call,
                devices[0].device_kind, len(devices), jax.__version__))
@@ -71,46 +73,34 @@ def store(sig: str, probe: Probe) -> None:
   os.replace(tmp, os.path.join(d, sig + ".json"))
 
 
-def compile_group(task, specs, tcfg, model, steps_per_call, devices):
-  """(compiled program, its inputs, compile seconds) of a group as train_group runs it."""
-  specs = group_lib.fill(specs, len(devices))
-  order, tcfg = train.arrange(specs, tcfg, len(devices))
-  cfg, state, hp, arch = group_lib.build(task, group_lib.in_order(specs, order), tcfg, model,
-                                         devices=devices)
-  t0 = time.perf_counter()
-  fn = train.make_train_steps(task, cfg, tcfg, steps_per_call, devices)
-  compiled = fn.lower(state, hp, arch, np.int32(1)).compile()
-  return compiled, (state, hp, arch), time.perf_counter() - t0
-
-
-def measure_memory(task, specs, tcfg, model, steps_per_call, devices) -> int:
+def measure_memory(task, specs, tcfg, model_options, steps_per_call, devices) -> int:
   """Compiled memory per device of a group's program, without running it (cached)."""
-  sig = signature(task, specs, tcfg, model, steps_per_call, devices)
+  sig = signature(task, specs, tcfg, model_options, steps_per_call, devices)
   hit = cached(sig)
   if hit is not None:
     return hit.memory_bytes
   if sig not in _MEMORY:
-    compiled, _, _ = compile_group(task, specs, tcfg, model, steps_per_call, devices)
-    _MEMORY[sig] = group_lib.compiled_memory_bytes(compiled)
+    _MEMORY[sig] = program.build(task, specs, tcfg, model_options, steps_per_call,
+                                 devices).memory_bytes
   return _MEMORY[sig]
 
 
 _MEMORY: dict[str, int] = {}  # signature -> bytes, measured in this process
 
 
-def probe(task, specs, tcfg, model, steps_per_call, devices, use_cache=True) -> Probe:
+def probe(task, specs, tcfg, model_options, steps_per_call, devices, use_cache=True) -> Probe:
   """Compile the group's program, run it once, then time TIMED dispatches of about
   TIME_S each; cached by signature."""
-  sig = signature(task, specs, tcfg, model, steps_per_call, devices)
+  sig = signature(task, specs, tcfg, model_options, steps_per_call, devices)
   if use_cache and (hit := cached(sig)) is not None:
     return hit
-  compiled, (state, hp, arch), compile_s = compile_group(task, specs, tcfg, model,
-                                                         steps_per_call, devices)
+  prog = program.build(task, specs, tcfg, model_options, steps_per_call, devices)
+  state = prog.state
 
   def timed(n):
     nonlocal state
     t0 = time.perf_counter()
-    state, met = compiled(state, hp, arch, np.int32(n))
+    state, met = prog.run(state, prog.hp, prog.arch, np.int32(n))
     jax.block_until_ready((state, met))
     return time.perf_counter() - t0
 
@@ -118,7 +108,49 @@ def probe(task, specs, tcfg, model, steps_per_call, devices, use_cache=True) -> 
   one = timed(1)
   n = max(1, min(steps_per_call, int(TIME_S / max(one, 1e-6))))
   step_s = statistics.median(timed(n) for _ in range(TIMED)) / n
-  out = Probe(compile_s=compile_s, step_s=step_s, memory_bytes=group_lib.compiled_memory_bytes(compiled),
+  out = Probe(compile_s=prog.compile_s, step_s=step_s, memory_bytes=prog.memory_bytes,
               device_kind=devices[0].device_kind, devices=len(devices))
   store(sig, out)
   return out
+
+
+def flops_per_s(study, devs) -> float:
+  """The rate the planner's `auto` strategy assumes: the table's peak for a known
+  accelerator in the study's peak dtype times plan.mfu; plan.gflops otherwise (CPU)."""
+  spec = devices_lib.from_kind(devs[0].device_kind)
+  if spec is None:
+    return study.config.plan.gflops * 1e9
+  return spec.peak_tflops[study.peak_dtype] * 1e12 * study.config.plan.mfu * len(devs)
+
+
+def memory_limit(study, devs) -> float | None:
+  """Bytes one device may use: plan.device_memory_gb if set, else the runtime's limit
+  (GPU/TPU); None (no fit) on a CPU without plan.device_memory_gb."""
+  if study.config.plan.device_memory_gb:
+    return study.config.plan.device_memory_gb * 2**30
+  return devices_lib.memory_limit_bytes(devs[0])
+
+
+def fit(study, groups, devs, log=lambda line: None):
+  """The groups after the memory fit (plan.fit_memory), each candidate measured from
+  XLA's compiled memory analysis of its program (cached per signature)."""
+  limit = memory_limit(study, devs)
+  if limit is None:
+    return groups
+  k = study.config.train.steps_per_call
+  measure = lambda g: measure_memory(study.task, g.specs, study.train_config(g),
+                                     study.model_options(g), k, devs)
+  return plan.fit_memory(groups, limit, measure, study, log=log)
+
+
+def of_group(study, g, devs, use_cache=True) -> Probe:
+  """probe() of group g's program, as the study trains it on `devs`."""
+  return probe(study.task, g.specs, study.train_config(g), study.model_options(g),
+               study.config.train.steps_per_call, devs, use_cache)
+
+
+def cached_for(study, g, devs) -> Probe | None:
+  """The probe `depthscale plan` (or an earlier worker) measured for group g's program
+  on these devices, or None."""
+  return cached(signature(study.task, g.specs, study.train_config(g), study.model_options(g),
+                          study.config.train.steps_per_call, devs))

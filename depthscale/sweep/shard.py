@@ -18,9 +18,9 @@ class Shard(submitit.helpers.Checkpointable):
     self.spec, self.overrides, self.workdir = spec, overrides, workdir
 
   def __call__(self) -> int:
-    from depthscale.sweep import runner
+    from depthscale.sweep import runner, study
     c = config_lib.load(self.spec, self.overrides)
-    rows = runner.run(c, self.workdir, progress=False)
+    rows = runner.run(study.resolve(c), self.workdir, progress=False)
     return len(rows)
 
   def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:

@@ -4,53 +4,37 @@ Each group of the study (planned from the workdir's config.json) is done (its re
 file exists), running (a live lease: holder, host, step, steps/s, ETA, lease age), stale
 (a lease not renewed for lease_s: it will be taken over), or pending (never leased, or
 released; with the step of its latest checkpoint if it has one).
-Imports config, sweep.runner and io/; never starts JAX work.
+Reads the workdir through io/workdir.py and its study through sweep/study.py; never
+starts JAX work.
 """
 from __future__ import annotations
 
-import json
-import os
 import time
 
-import ml_collections
-
-from depthscale import config
-from depthscale.errors import UserError
-from depthscale.io import leases, results
-
-
-def _checkpoint_step(workdir: str, group_id: str) -> int | None:
-  d = os.path.join(workdir, "checkpoints", group_id)
-  steps = [int(n) for n in os.listdir(d) if n.isdigit()] if os.path.isdir(d) else []
-  return max(steps) if steps else None
+from depthscale.io import leases
+from depthscale.io import workdir as workdir_lib
+from depthscale.sweep import plan, plan_file, study as study_lib
 
 
 def status(workdir: str, now: float | None = None) -> dict:
-  from depthscale.sweep import runner
-  path = os.path.join(workdir, "config.json")
-  if not os.path.isfile(path):
-    raise UserError(f"{workdir!r} is not a depthscale workdir (no config.json); give the "
-                    "--workdir of a run")
-  c = config.defaults()  # fields added since the workdir was made keep their defaults
-  with open(path) as f, c.unlocked():
-    c.update(ml_collections.ConfigDict(json.load(f)))
-  if os.path.exists(os.path.join(workdir, "plan.json")):  # the plan its workers share
-    runner.planned(c)  # validates
-    groups = runner.read_plan(c, workdir)
+  study = study_lib.load_saved(workdir)
+  c = study.config
+  if workdir_lib.read_plan(workdir) is not None:  # the plan its workers share
+    groups = plan_file.load_plan(study, workdir)
   else:
-    _, groups = runner.planned(c)
+    groups = plan.make_plan(study)
   now = time.time() if now is None else now
   lease_s = c.lease_s
   out = []
   for g in groups:
     row = dict(id=g.id, models=len(g.cells), steps=c.train.steps)
-    if os.path.exists(results.group_path(workdir, g.id)):
+    if workdir_lib.is_done(workdir, g.id):
       row["state"] = "done"
     else:
       gen, rec = leases.latest(workdir, g.id)
       st = leases.state(rec, lease_s, now)
       row["state"] = {"held": "running", "stale": "stale", "free": "pending"}[st]
-      row["checkpoint_step"] = _checkpoint_step(workdir, g.id)
+      row["checkpoint_step"] = workdir_lib.checkpoint_step(workdir, g.id)
       if rec is not None and st != "free":
         rate, step = rec.get("steps_per_s"), rec.get("step")
         row.update(holder=rec.get("owner"), host=rec.get("host"), pid=rec.get("pid"),

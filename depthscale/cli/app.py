@@ -1,8 +1,9 @@
-"""The `depthscale` command line: argparse subcommands that call into the library.
+"""The `depthscale` command line: the argparse tree, main() and its exit codes, and the
+tasks / devices / bench handlers (the sweep's are in cli/sweep.py).
 
-Owns argument parsing, option-value parsing, printing and exit codes; no training logic.
-Every user error (errors.UserError) ends as one line `depthscale: error: ...` on stderr and exit status 2.
-Must not be imported by the library (tasks/, model/, core/, bench).
+Every user error (errors.UserError) ends as one line `depthscale: error: ...` on stderr
+and exit status 2; anything else is a bug and keeps its traceback. No training logic;
+nothing in the library imports the CLI.
 """
 from __future__ import annotations
 
@@ -12,36 +13,18 @@ import os
 import sys
 from typing import Any, Sequence
 
-from depthscale import bench, devices, tasks
+from depthscale import bench, bench_mixed, devices, tasks
+from depthscale.cli import sweep as sweep_commands
+from depthscale.cli.common import UsageError, check_writable, one_line, parse_value, write_json
 from depthscale.errors import UserError
-from depthscale.sweep import commands as sweep_commands
 
 PROG = "depthscale"
 WRAP = 100  # columns before a printed list wraps
 
 
-class UsageError(UserError):
-  """A mistake in the command line (raised instead of argparse's print-and-exit)."""
-
-
 class _Parser(argparse.ArgumentParser):
   def error(self, message: str):
     raise UsageError(message)
-
-
-def parse_value(text: str) -> Any:
-  """An option value from the command line: int, float, true/false/none, else the string."""
-  lowered = text.strip().lower()
-  if lowered in ("true", "false"):
-    return lowered == "true"
-  if lowered == "none":
-    return None
-  for kind in (int, float):
-    try:
-      return kind(text)
-    except ValueError:
-      pass
-  return text
 
 
 def parse_task_options(extras: Sequence[str]) -> dict[str, Any]:
@@ -121,17 +104,6 @@ def cmd_tasks_show(args, extras) -> int:
   return 0
 
 
-def check_writable(path: str) -> None:
-  """A one-line UsageError unless `path` can be written as a file."""
-  parent = os.path.dirname(os.path.abspath(path))
-  if os.path.isdir(path):
-    raise UsageError(f"--json {path!r} is a directory; give a file path")
-  if not os.path.isdir(parent):
-    raise UsageError(f"--json {path!r}: directory {parent!r} does not exist; create it first")
-  if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-    raise UsageError(f"--json {path!r} is not writable; choose another path")
-
-
 def split_host_into_cores() -> None:
   """Make the CPU platform one JAX device per core (unless XLA_FLAGS already says how
   many): the bench measured the engine 1.6x faster on tiny with the models sharded over
@@ -152,11 +124,20 @@ def cmd_bench(args, extras) -> int:
                      f"got {args.models_per_chunk}")
   models = bench.check_models(args.models)
   split_host_into_cores()  # after every check: a refused command changes nothing
-  result = bench.run_bench(args.preset, devices=args.devices,
-                           models_per_chunk=args.models_per_chunk, dtype=args.dtype,
-                           models=models,
-                           log=lambda line: print(line, flush=True))
-  sweep_commands.write_json(args.json, result)
+  log = lambda line: print(line, flush=True)
+  if args.preset == "mixed":
+    result = bench_mixed.run_mixed(args.devices, args.dtype, log)
+  else:
+    result = bench.run_bench(args.preset, devices=args.devices,
+                             models_per_chunk=args.models_per_chunk, dtype=args.dtype,
+                             models=models, log=log)
+  write_json(args.json, result)
+  if args.preset == "mixed":
+    print(", ".join(f"{k} {result[k]['model_steps_per_s']:.1f}" for k in ("compact", "pad",
+                                                                           "bucket"))
+          + f" model-steps/s; compact/pad {result['compact_over_pad']:.2f}, compact/bucket "
+          f"{result['compact_over_bucket']:.2f}; wrote {args.json}")
+    return 0
   e, s = result["engine"], result["sequential"]
   print(f"engine {e['model_steps_per_s']:.1f} model-steps/s ({e['gflops']:.1f} GFLOP/s), "
         f"sequential {s['model_steps_per_s']:.1f} ({s['gflops']:.1f} GFLOP/s), "
@@ -262,10 +243,6 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
-def one_line(message: str) -> str:
-  return " ".join(str(message).split()) or "invalid input"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
   """Run one command; returns (and exits with) 0 on success, 2 on a user error. Only a
   UserError becomes one line; anything else is a bug and keeps its traceback."""
@@ -279,6 +256,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
     return 2
 
-
-if __name__ == "__main__":
-  sys.exit(main())

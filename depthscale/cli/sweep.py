@@ -1,63 +1,54 @@
-"""The sweep subcommands of the CLI: `plan`, `run`, `report`.
+"""The sweep subcommands of the CLI: `plan`, `run`, `status`, `report`.
 
-Each handler loads and validates the config (one-line errors before any compilation)
-and calls the library; cli.py registers them with `add_commands`.
+Each handler resolves the study once (sweep/study.py: one-line errors before any
+compilation) and calls the library; cli/app.py registers them with `add_commands`.
 """
 from __future__ import annotations
-
 
 import json
 import os
 import sys
 
 from depthscale import config as config_lib
+from depthscale.cli.common import check_writable, load_config, write_json
 from depthscale.errors import UserError
-
-
-def _load(args, extras):
-  overrides = []
-  for e in extras:
-    if not e.startswith("--config."):
-      raise UserError(f"unrecognized argument {e!r}; overrides look like --config.a.b=v")
-    overrides.append(e[len("--config."):])
-  return config_lib.load(args.config, overrides)
+from depthscale.sweep import study as study_lib
 
 
 def cmd_plan(args, extras) -> int:
-  from depthscale.sweep import estimate, plan, runner
-  c = _load(args, extras)
+  from depthscale.sweep import estimate, plan, probe
+  study = study_lib.resolve(load_config(args.config, extras))
+  c = study.config
   if args.workers < 1:
     raise UserError(f"--workers {args.workers}: give a count >= 1")
   if args.json:
-    from depthscale.cli import check_writable  # (cli imports this module: import here)
     check_writable(args.json)
-  task, groups = runner.planned(c)
-  probe = not args.no_probe and args.device is None
+  groups = plan.make_plan(study)
+  do_probe = not args.no_probe and args.device is None
   if args.device is not None:
     from depthscale import devices
     spec = devices.lookup(args.device)  # one-line error for an unknown name, before JAX
     if spec is not None:  # `auto` weighs padding against compiles at that device's rate
-      dtype = "bfloat16" if c.model.compute_dtype == "bfloat16" else "float32"
-      task, groups = runner.planned(c, spec.peak_tflops[dtype] * 1e12 * c.plan.mfu)
+      groups = plan.make_plan(study, spec.peak_tflops[study.peak_dtype] * 1e12 * c.plan.mfu)
   t = c.train
   print(f"{c.name}: {sum(len(g.cells) for g in groups)} models, {t.steps} steps each, "
         f"batch {t.batch_size}, compute {c.model.compute_dtype}", flush=True)
-  if probe:
+  if do_probe:
     import jax
     from tqdm.auto import tqdm
-    runner.start_jax(c)
+    study.start_jax()
     devs = jax.local_devices()
-    _, groups = runner.planned(c, runner.flops_per_s(c, devs))
+    groups = plan.make_plan(study, probe.flops_per_s(study, devs))
     size = plan.slot_size(len(devs), [len(g.cells) for g in groups])
-    groups = runner.fitted(c, task, groups, devs[:size], log=print)
+    groups = probe.fit(study, groups, devs[:size], log=print)
     devs = devs[:plan.slot_size(len(devs), [len(g.cells) for g in groups])]  # as run does
     print(f"probing {len(groups)} groups on {len(devs)} x {devs[0].device_kind} each "
           f"({jax.local_device_count() // len(devs)} side by side; compile, then time a few "
           "steps; cached for `run`)", flush=True)
-    est = estimate.probed(c, task, groups, devs, progress=lambda it, n: tqdm(
+    est = estimate.probed(study, groups, devs, progress=lambda it, n: tqdm(
         it, total=n, desc="probe", unit="group", disable=args.no_progress, leave=False))
   else:
-    est = estimate.from_flops(c, task, groups, args.device)
+    est = estimate.from_flops(study, groups, args.device)
   est = estimate.totals(est, args.workers)
   print(format_plan(est, c))
   if args.json:
@@ -89,15 +80,6 @@ def format_plan(est: dict, c) -> str:
 
 def _hours(s: float) -> str:
   return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
-
-
-def write_json(path: str, data) -> None:
-  try:
-    with open(path, "w") as f:
-      json.dump(data, f, indent=2)
-      f.write("\n")
-  except OSError as e:
-    raise UserError(f"cannot write --json {path!r} ({e.strerror}); choose another path")
 
 
 def parse_devices(text: str | None) -> list[int] | None:
@@ -151,45 +133,44 @@ def check_worker_flags(args) -> None:
 
 
 def cmd_run(args, extras) -> int:
+  from depthscale.io import workdir as workdir_lib
   from depthscale.sweep import runner
-  c = _load(args, extras)
+  study = study_lib.resolve(load_config(args.config, extras))  # before starting anything
   ids = parse_devices(args.devices)
   check_worker_flags(args)
-  runner.planned(c)  # validate before starting anything
-  runner.check_workdir(args.workdir)
-  others = companions(c, args.workdir)
+  workdir_lib.check(args.workdir)
+  others = companions(study, args.workdir)
   if ids is not None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))  # before JAX starts
-  runner.reproducible_xla()  # before JAX starts its backends (XLA_FLAGS)
+  study_lib.reproducible_xla()  # before JAX starts its backends (XLA_FLAGS)
   worker_jax(args)
   devices = select_devices(ids)
-  runner.run(c, args.workdir, progress=not args.no_progress, devices=devices,
+  runner.run(study, args.workdir, progress=not args.no_progress, devices=devices,
              exit_when_idle=args.exit_when_idle)
   if others:
     from depthscale.report import build_report
     for name, (other, workdir) in others.items():
-      print(f"depthscale: companion run {name!r} ({c.report.companions[name]}) in {workdir}",
-            file=sys.stderr)
+      print(f"depthscale: companion run {name!r} ({study.config.report.companions[name]}) "
+            f"in {workdir}", file=sys.stderr)
       runner.run(other, workdir, progress=not args.no_progress, devices=devices,
                  exit_when_idle=args.exit_when_idle)
     build_report(args.workdir)  # the study beside its companions
   return 0
 
 
-def companions(c, workdir: str) -> dict:
-  """{name: (config, workdir/name)} of the study's companion runs (report.companions),
-  each loaded and validated now, before anything compiles. A companion trains the
+def companions(study, workdir: str) -> dict:
+  """{name: (Study, workdir/name)} of the study's companion runs (report.companions),
+  each loaded and resolved now, before anything compiles. A companion trains the
   study's seeds (grid.seed, overrides included), so that it stands beside it seed for
   seed."""
-  from depthscale.sweep import runner
+  from depthscale.io import workdir as workdir_lib
   out = {}
-  for name, spec in (c.report.companions or {}).items():
+  for name, spec in (study.config.report.companions or {}).items():
     other = config_lib.load(spec)
-    other.grid.seed = list(c.grid.seed)
-    runner.planned(other)
+    other.grid.seed = list(study.config.grid.seed)
     sub = os.path.join(workdir, name)
-    runner.check_workdir(sub)
-    out[name] = (other, sub)
+    workdir_lib.check(sub)
+    out[name] = (study_lib.resolve(other), sub)
   return out
 
 
@@ -206,7 +187,6 @@ def cmd_status(args, extras) -> int:
 
 
 def cmd_report(args, extras) -> int:
-  import os
   from depthscale.report import build_report
   if extras:
     raise UserError(f"unrecognized arguments: {' '.join(extras)}")

@@ -1,0 +1,72 @@
+"""What every command line of depthscale shares (the `depthscale` CLI and launch/slurm.py):
+--config with its --config.a.b=v overrides, option values, output-file checks, and the
+one line a user error ends as.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from depthscale import config as config_lib
+from depthscale.errors import UserError
+
+
+class UsageError(UserError):
+  """A mistake in the command line (raised instead of argparse's print-and-exit)."""
+
+
+def config_overrides(extras: Sequence[str]) -> list[str]:
+  """The `a.b=v` of every `--config.a.b=v` left over by argparse; a UserError (one line)
+  for anything else."""
+  overrides = []
+  for e in extras:
+    if not e.startswith("--config."):
+      raise UserError(f"unrecognized argument {e!r}; overrides look like --config.a.b=v")
+    overrides.append(e[len("--config."):])
+  return overrides
+
+
+def load_config(spec: str, extras: Sequence[str]):
+  """The study config `spec` (FILE.py[:ARG]) with the overrides in `extras`."""
+  return config_lib.load(spec, config_overrides(extras))
+
+
+def parse_value(text: str) -> Any:
+  """An option value from the command line: int, float, true/false/none, else the string."""
+  lowered = text.strip().lower()
+  if lowered in ("true", "false"):
+    return lowered == "true"
+  if lowered == "none":
+    return None
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text
+
+
+def check_writable(path: str) -> None:
+  """A one-line UsageError unless `path` can be written as a file."""
+  parent = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise UsageError(f"--json {path!r} is a directory; give a file path")
+  if not os.path.isdir(parent):
+    raise UsageError(f"--json {path!r}: directory {parent!r} does not exist; create it first")
+  if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+    raise UsageError(f"--json {path!r} is not writable; choose another path")
+
+
+def write_json(path: str, data) -> None:
+  try:
+    with open(path, "w") as f:
+      json.dump(data, f, indent=2)
+      f.write("\n")
+  except OSError as e:
+    raise UserError(f"cannot write --json {path!r} ({e.strerror}); choose another path")
+
+
+def one_line(message: str) -> str:
+  """A user error's message on one line (what the commands print after 'error: ')."""
+  return " ".join(str(message).split()) or "invalid input"

@@ -1,0 +1,233 @@
+"""One group's program: fill, arrange, build, shard and compile its K-step train function.
+
+`build` is the one builder: sweep/train_group.py trains with it, sweep/probe.py times it
+and bench.py measures it, so the plan prices exactly the program that trains. The step
+of one model (core/train.py) is vmapped once over the models axis M here (pad), or run
+through model/compact (compact), chunked with lax.map when models_per_chunk asks, and
+scanned or looped over steps. Imports core.train, core.ensemble and model/ only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from depthscale.core import ensemble, train
+from depthscale.model import ModelConfig, compact
+
+
+def local_chunk(models_per_chunk: int, n_devices: int) -> int:
+  """models_per_chunk of a compacted group counts models over all devices (as for pad):
+  each device runs its share of a chunk."""
+  return max(1, models_per_chunk // n_devices) if models_per_chunk > 0 else 0
+
+
+def arrange(specs, tcfg: train.TrainConfig, n_devices: int = 1):
+  """(order, tcfg) of a group's program: for layout compact, the specs' indices in
+  program order (deepest first, dealt over the devices) and tcfg with the static
+  profile of every device's (and chunk's) models; (None, tcfg) for pad."""
+  if tcfg.layout == "pad":
+    return None, tcfg
+  if tcfg.layout != "compact":
+    raise ValueError(f"unknown layout {tcfg.layout!r}")
+  if len(specs) % n_devices:
+    raise ValueError(f"{len(specs)} models do not divide over {n_devices} devices")
+  shapes = [(s.depth, s.repeats) for s in specs]
+  m = len(specs) // n_devices
+  lanes = n_devices * (m // chunk_size(m, local_chunk(tcfg.models_per_chunk, n_devices)))
+  return (compact.order(shapes, n_devices),
+          dataclasses.replace(tcfg, profile=compact.profile(shapes, lanes)))
+
+
+def group_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, devices=None):
+  """The step of all M models: (state_M, hparams_M, arch_M) -> (state_M, metrics {name:
+  [M]}). pad: the one-model step vmapped once. compact: make_compact_step, on each
+  device's block of models (shard_map over `devices` when more than one)."""
+  if tcfg.layout == "pad":
+    return map_models(jax.vmap(train.make_step(task, cfg, tcfg)),  # the one vmap over models
+                      tcfg.models_per_chunk)
+  if not tcfg.profile:
+    raise ValueError("a compact layout needs its profile: see arrange")
+  n = len(devices) if devices else 1
+  step_M = map_models(train.make_compact_step(task, cfg, tcfg),
+                      local_chunk(tcfg.models_per_chunk, n))
+  if n == 1:
+    return step_M
+  by_model = jax.sharding.PartitionSpec("models")
+  mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
+  return jax.shard_map(step_M, mesh=mesh, in_specs=(by_model,) * 3,
+                       out_specs=(by_model, by_model))
+
+
+def chunk_size(m: int, models_per_chunk: int) -> int:
+  """The largest divisor of m that is <= models_per_chunk (m itself when 0 or >= m)."""
+  if models_per_chunk <= 0 or models_per_chunk >= m:
+    return m
+  return max(b for b in range(1, models_per_chunk + 1) if m % b == 0)
+
+
+def map_models(fn_M, models_per_chunk: int):
+  """fn_M (already vmapped over the leading models axis of every argument and output),
+  applied to chunks of models one after another with lax.map. Chunk j holds models
+  j, j + M/b, j + 2M/b, ...: when the models axis is split over devices in contiguous
+  blocks (and b divides evenly over them), every chunk keeps every device busy."""
+  def run(*args_M):
+    m = jax.tree.leaves(args_M)[0].shape[0]
+    b = chunk_size(m, models_per_chunk)
+    if b == m:
+      return fn_M(*args_M)
+    split = lambda x: jnp.swapaxes(x.reshape((b, m // b) + x.shape[1:]), 0, 1)
+    merge = lambda x: jnp.swapaxes(x, 0, 1).reshape((m,) + x.shape[2:])
+    out = jax.lax.map(lambda a: fn_M(*a), jax.tree.map(split, args_M))
+    return jax.tree.map(merge, out)
+  return run
+
+
+def chunk_fn(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: int, devices=None):
+  """`steps_per_call` steps of all M models: (state_M, hparams_M, arch_M) ->
+  (state_M, metrics {name: [K, M]}). Un-jitted; see make_train_chunk."""
+  step_M = group_step(task, cfg, tcfg, devices)
+
+  def chunk(state_M, hp_M, arch_M):
+    return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,
+                        length=steps_per_call)
+
+  return chunk
+
+
+def make_train_chunk(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: int,
+                     devices=None):
+  """chunk_fn, jitted, with the state donated: one dispatch runs K steps of M models."""
+  return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call, devices), donate_argnums=0)
+
+
+def make_train_steps(task, cfg: ModelConfig, tcfg: train.TrainConfig, max_steps: int,
+                     devices=None):
+  """Like make_train_chunk, but the number of steps is an argument: (state_M, hparams_M,
+  arch_M, n) runs n <= max_steps steps (a while loop) and returns metrics {name:
+  [max_steps, M]} whose first n rows are filled. One program serves every n, so a
+  caller can size its dispatches by time (a stop request is then served within one
+  short dispatch, whatever max_steps is). Each step is the same step as in the scan.
+  `devices`: those the models axis is sharded over (a compacted group's step runs per
+  device)."""
+  step_M = group_step(task, cfg, tcfg, devices)
+
+  def run(state_M, hp_M, arch_M, n):
+    _, like = jax.eval_shape(step_M, state_M, hp_M, arch_M)
+    buf = jax.tree.map(lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype), like)
+
+    def body(i, carry):
+      state, buf = carry
+      state, met = step_M(state, hp_M, arch_M)
+      return state, jax.tree.map(lambda b, x: b.at[i].set(x), buf, met)
+
+    return jax.lax.fori_loop(0, n, body, (state_M, buf))
+
+  return jax.jit(run, donate_argnums=0)
+
+
+def model_config(task, specs, tcfg: train.TrainConfig,
+                 model_options: dict | None = None) -> ModelConfig:
+  """The group's static ModelConfig: the specs' padded shape, the task's sizes and the
+  study's shared model options (ModelConfig fields: pos, mlp_ratio, dtype, compute_dtype,
+  attention, remat)."""
+  return ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
+                               output_dim=task.output_dim(tcfg.length),
+                               vocab=task.input_vocab, input_dim=task.input_dim,
+                               **(model_options or {}))
+
+
+def fill(specs, n_devices: int):
+  """Specs padded with copies of the last one so that M divides over the devices (the
+  copies' results are dropped); models never talk to each other, so no collectives."""
+  extra = -len(specs) % n_devices
+  return list(specs) + [specs[-1]] * extra
+
+
+def in_order(specs, order):
+  """The specs in program order (`order` from arrange; None: as given)."""
+  return list(specs) if order is None else [specs[i] for i in order]
+
+
+def take(tree, index, axis: int = 0):
+  """Host copies of every leaf with its models axis reordered by `index` (None: as is)."""
+  if index is None:
+    return tree
+  return jax.tree.map(lambda x: np.take(np.asarray(x), index, axis=axis), tree)
+
+
+def shard_models(tree, devices):
+  """Every leaf's leading models axis split over `devices` (a 1-D mesh named 'models');
+  as it is on one device."""
+  if len(devices) < 2:
+    return tree
+  mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
+  return jax.device_put(tree, jax.sharding.NamedSharding(mesh,
+                                                         jax.sharding.PartitionSpec("models")))
+
+
+def compiled_memory_bytes(compiled) -> int:
+  """Peak bytes per device from XLA's memory analysis of a compiled program: arguments
+  + outputs - donated (aliased) + temporaries."""
+  m = compiled.memory_analysis()
+  return int(m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+             + m.temp_size_in_bytes)
+
+
+def init_inputs(specs, cfg: ModelConfig, tcfg: train.TrainConfig, devices):
+  """(state, hparams, arch) of `specs` (in program order) at `cfg`'s padded shape, with
+  the models axis sharded over `devices`."""
+  state = train.init_state(ensemble.init_params(specs, cfg), tcfg)
+  return shard_models((state, train.stack_hparams(specs), ensemble.stack_arch(specs, cfg)),
+                      devices)
+
+
+@dataclasses.dataclass
+class Program:
+  """A group's compiled program and its inputs. `specs` are in program order (filled to
+  divide over the devices); `order[i]` is the spec index of program slot i (None: as
+  given); `run(state, hp, arch, n)` trains n <= steps_per_call steps (state donated)."""
+  cfg: ModelConfig
+  tcfg: train.TrainConfig          # arranged (a compact group's profile set)
+  specs: list
+  order: np.ndarray | None
+  devices: list
+  state: train.State
+  hp: train.Hparams
+  arch: object
+  run: object
+  compile_s: float
+  memory_bytes: int
+  fingerprint: str                 # of the lowered program (StableHLO text)
+
+  @property
+  def back(self):
+    """Program order -> spec order (None: the same)."""
+    return None if self.order is None else np.argsort(self.order)
+
+
+def build(task, specs, tcfg: train.TrainConfig, model_options: dict | None,
+          steps_per_call: int, devices=None) -> Program:
+  """The group's program on `devices` (all local devices by default): specs filled to
+  divide over them, arranged (compact: deepest first), initialised, sharded on the
+  models axis, lowered and compiled (make_train_steps with max_steps=steps_per_call)."""
+  devices = list(devices or jax.local_devices())
+  specs = fill(specs, len(devices))
+  order, tcfg = arrange(specs, tcfg, len(devices))
+  specs = in_order(specs, order)
+  cfg = model_config(task, specs, tcfg, model_options)
+  state, hp, arch = init_inputs(specs, cfg, tcfg, devices)
+  t0 = time.perf_counter()
+  lowered = make_train_steps(task, cfg, tcfg, steps_per_call, devices).lower(
+      state, hp, arch, np.int32(1))
+  fingerprint = hashlib.sha256(lowered.as_text().encode()).hexdigest()[:16]
+  compiled = lowered.compile()
+  return Program(cfg=cfg, tcfg=tcfg, specs=specs,
+                 order=None if order is None else np.asarray(order), devices=devices,
+                 state=state, hp=hp, arch=arch, run=compiled,
+                 compile_s=time.perf_counter() - t0,
+                 memory_bytes=compiled_memory_bytes(compiled), fingerprint=fingerprint)

@@ -1,0 +1,36 @@
+"""The workdir's plan: planned and fitted once, frozen in plan.json, read by every worker.
+
+The first worker to write plan.json wins, so every worker and `status` use the same
+groups whatever device each runs on. Imports sweep.plan/probe and io.workdir.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from depthscale.config import ConfigError
+from depthscale.io import workdir as workdir_lib
+from depthscale.sweep import plan, probe
+
+
+def freeze_plan(study, workdir: str, devs) -> list[plan.Group]:
+  """The workdir's groups: plan.json if a worker wrote it, else planned and fitted here
+  for these devices (at the slot size that runs a group) and written."""
+  if workdir_lib.read_plan(workdir) is None:
+    groups = plan.make_plan(study, probe.flops_per_s(study, devs))
+    slot = devs[:plan.slot_size(len(devs), [len(g.cells) for g in groups])]
+    groups = probe.fit(study, groups, slot,
+                       log=lambda line: print(f"depthscale: {line}", file=sys.stderr))
+    workdir_lib.write_plan_once(workdir, json.dumps(
+        dict(format=1, device=devs[0].device_kind, devices=len(devs),
+             groups=plan.to_json(groups)), indent=1))
+  return load_plan(study, workdir)
+
+
+def load_plan(study, workdir: str) -> list[plan.Group]:
+  """The groups of the workdir's plan.json, or a one-line ConfigError."""
+  try:
+    return plan.from_json(workdir_lib.read_plan(workdir)["groups"], list(study.cells))
+  except (ValueError, KeyError, TypeError) as e:
+    raise ConfigError(f"{workdir}/plan.json does not match the study ({e}); "
+                      "use a new --workdir") from None

@@ -1,0 +1,135 @@
+"""A study config resolved once: resolve(config) -> Study.
+
+Everything downstream (plan, probe, estimate, runner, status) takes the Study and reads
+the derived values here: the task, the cells, output size and vocabulary, each group's
+TrainConfig and model options, the dtype a device's peak is read in, the JAX settings.
+The workdir's identity (a rerun with another study is refused) is decided here too.
+Imports config, sweep.grid, core.train and io.workdir.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import ml_collections
+
+from depthscale import config as config_lib
+from depthscale.core import train
+from depthscale.io import workdir as workdir_lib
+from depthscale.sweep import grid
+
+# Fields that may change between runs of one workdir without changing its results.
+NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name", "lease_s", "report")
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """A validated config and what is derived from it, computed once."""
+  config: ml_collections.ConfigDict   # the raw fields, read as they are
+  task: object
+  cells: tuple                        # grid.Cell, in the grid's stable order
+  output_dim: int                     # the task's output size at the longest length
+  vocab: int                          # input vocabulary (0: continuous inputs)
+  peak_dtype: str                     # the dtype a device's matmul peak is read in
+
+  @property
+  def name(self) -> str:
+    return self.config.name
+
+  def seq_len(self, length: int) -> int:
+    return self.task.seq_len(length)
+
+  def train_config(self, g=None, length: int | None = None) -> train.TrainConfig:
+    """Group `g`'s TrainConfig (at its length, or `length`): the memory fit's
+    models_per_chunk (if any) wins; the plan's layout (pad or compact)."""
+    t = self.config.train
+    length = length or (g.length if g is not None else max(self.config.grid.length))
+    return train.TrainConfig(
+        batch_size=t.batch_size, length=length, total_steps=t.steps,
+        curriculum=t.curriculum, steps_per_stage=t.steps_per_stage, advance_at=t.advance_at,
+        decay=t.decay, clip_norm=t.clip_norm,
+        models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk,
+        layout=g.layout if g is not None else "pad")
+
+  def model_options(self, g=None) -> dict:
+    """The ModelConfig fields every model of group `g` shares; the memory fit's remat
+    (if any) wins."""
+    m = self.config.model
+    return dict(pos=m.pos, mlp_ratio=m.mlp_ratio, dtype=m.dtype, compute_dtype=m.compute_dtype,
+                attention=m.attention, remat=(g and g.remat) or m.remat)
+
+  def start_jax(self) -> None:
+    """JAX settings every program of the study is compiled under (run and plan alike)."""
+    reproducible_xla()
+    if self.config.model.dtype == "float64":
+      import jax
+      jax.config.update("jax_enable_x64", True)
+
+
+def resolve(c: ml_collections.ConfigDict) -> Study:
+  """The Study of config `c`: validated (one-line ConfigError first), then derived once.
+  Sets c.report.scaled_by to the task's own measure (what the report scales)."""
+  task = config_lib.validate(c)
+  c.report.scaled_by = task.scaled_by
+  return Study(config=c, task=task, cells=tuple(grid.cells(c)),
+               output_dim=task.output_dim(max(c.grid.length)), vocab=task.input_vocab or 0,
+               peak_dtype="bfloat16" if c.model.compute_dtype == "bfloat16" else "float32")
+
+
+def reproducible_xla() -> None:
+  """Make a run's numbers a function of (study, versions, device kind and count) only.
+  On GPU, XLA's scatter-add (the embedding gradient) is otherwise non-deterministic:
+  --xla_gpu_deterministic_ops=true (added to XLA_FLAGS unless it names the flag; takes
+  effect only if JAX has not started its backends yet, as in `depthscale run`). Float32
+  matmuls run at full float32 precision ("highest"), not as TF32 (GPU) or bf16 passes
+  (TPU); a bfloat16 compute dtype is an explicit choice of its own. The PRNG is pinned to
+  the partitionable threefry so that sharding never changes a random stream. No effect
+  on CPU results."""
+  import jax
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_gpu_deterministic_ops" not in flags:
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+  jax.config.update("jax_default_matmul_precision", "highest")
+  jax.config.update("jax_threefry_partitionable", True)
+
+
+def identity(c) -> dict:
+  """The fields that decide a workdir's results (all but NON_IDENTITY)."""
+  d = json.loads(c.to_json_best_effort())
+  return {k: v for k, v in d.items() if k not in NON_IDENTITY}
+
+
+def claim_workdir(study: Study, workdir: str) -> None:
+  """Write the workdir's config.json, or refuse (one line) if it holds another study. A
+  rerun of the same study with other claims (the `report` section) updates config.json."""
+  c = study.config
+  saved = workdir_lib.read_config(workdir)
+  if saved is None:
+    workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
+    return
+  old = config_lib.defaults()  # fields added since the workdir was made: their defaults
+  with old.unlocked():
+    old.update(saved)
+  old = json.loads(old.to_json_best_effort())
+  new = json.loads(c.to_json_best_effort())
+  diff = sorted(k for k in set(identity(c)) | {k for k in old if k not in NON_IDENTITY}
+                if old.get(k) != new.get(k))
+  if diff:
+    raise config_lib.ConfigError(
+        f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
+        "use a new --workdir or rerun with the original config")
+  if old.get("report") != new.get("report"):  # edited claims reach the next report
+    workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
+
+
+def load_saved(workdir: str) -> Study:
+  """The Study of a workdir's config.json (fields added since: their defaults)."""
+  saved = workdir_lib.read_config(workdir)
+  if saved is None:
+    raise config_lib.ConfigError(f"{workdir!r} is not a depthscale workdir (no config.json); "
+                                 "give the --workdir of a run")
+  c = config_lib.defaults()
+  with c.unlocked():
+    c.update(ml_collections.ConfigDict(saved))
+  return resolve(c)
