@@ -113,3 +113,21 @@ def test_no_probe_prices_a5_depth_on_an_h100_in_tens_of_hours(tmp_path, capsys):
   assert cli.main(["plan", "--no-probe", "--device", "v100", "--config",
                    "experiments/a5_depth.py"]) == 2
   assert "valid: h100" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("layout", ["pad", "compact"])
+def test_the_probe_times_the_program_that_trains(layout):
+  """The probe and train_group build one group's program through the same builder
+  (core/program.py): their lowered programs have the same fingerprint."""
+  from depthscale.sweep.train_group import train_group
+  c = config.load(SMOKE, TINY + ["grid.depth=[1, 2]", "grid.seed=[0]",
+                                 f"plan.strategy='{layout}'"])
+  st = study_lib.resolve(c)
+  (g,) = plan.make_plan(st)
+  assert g.layout == layout
+  devs = jax.local_devices()[:1]
+  probed = probe.of_group(st, g, devs, use_cache=False)
+  res = train_group(st.task, g.specs, st.train_config(g), steps_per_call=c.train.steps_per_call,
+                    eval_size=8, model_options=st.model_options(g), progress=False,
+                    devices=devs)
+  assert len(probed.fingerprint) == 16 and res.fingerprint == probed.fingerprint

@@ -1,6 +1,6 @@
 """Memory that model.remat="block" saves in one train step, from XLA's compiled memory
 analysis (nothing runs): a group of 8 models, depth 8, width 256 (4 heads), sequence 64,
-batch 32, associative recall, via core.train.make_train_steps (the sweep's program).
+batch 32, associative recall, via core.program.make_train_steps (the sweep's program).
 
   .venv/bin/python tools/remat_memory.py [--depth 8 --width 256 --seq 64 --batch 32
                                           --models 8 --compute-dtype float32 --repeats 1]
@@ -16,7 +16,7 @@ import time
 import jax
 
 from depthscale import tasks
-from depthscale.core import ensemble, train
+from depthscale.core import ensemble, program, train
 from depthscale.core.ensemble import ModelSpec
 
 MIB = 2 ** 20
@@ -34,7 +34,7 @@ def analyse(remat: str, a) -> dict:
   state = jax.eval_shape(lambda: train.init_state(ensemble.init_params(specs, cfg), tcfg))
   hp = jax.eval_shape(lambda: train.stack_hparams(specs))
   arch = jax.eval_shape(lambda: ensemble.stack_arch(specs, cfg))
-  steps = train.make_train_steps(task, cfg, tcfg, a.steps)
+  steps = program.make_train_steps(task, cfg, tcfg, a.steps)
   t0 = time.perf_counter()
   compiled = steps.lower(state, hp, arch, jax.ShapeDtypeStruct((), "int32")).compile()
   mem = compiled.memory_analysis()

@@ -1,7 +1,7 @@
 """Sampler cost vs a width-64 training step at batch 512, per task at paper sizes."""
 import time, statistics, jax
 from depthscale import tasks
-from depthscale.core import train, ensemble
+from depthscale.core import ensemble, program, train
 from depthscale.core.ensemble import ModelSpec
 def med(f, reps=7):
   jax.block_until_ready(f(0)); ts=[]
@@ -17,7 +17,7 @@ for name, opts, n in [("word_problem", {}, 128), ("khop", {}, 100), ("reachabili
   cfg=ensemble.group_config(specs, max_len=task.seq_len(n), output_dim=task.output_dim(n), vocab=task.input_vocab, input_dim=task.input_dim)
   tcfg=train.TrainConfig(batch_size=B, length=n, total_steps=100)
   st=train.init_state(ensemble.init_params(specs,cfg),tcfg); hp=train.stack_hparams(specs); ar=ensemble.stack_arch(specs,cfg)
-  f=train.make_train_chunk(task,cfg,tcfg,1)
+  f=program.make_train_chunk(task,cfg,tcfg,1)
   box=[st]
   def step(i):
     box[0],m=f(box[0],hp,ar); return m['loss']

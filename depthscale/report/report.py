@@ -61,7 +61,7 @@ def _fit_section(all_fit: dict, paper: dict | None) -> list[str]:
       body.append([f"`{key}`", reduce, f"{f['slope']:.3f}", _ci(f, "slope"),
                    f"{f['intercept']:.3f}", _ci(f, "intercept"), _fmt(f["r2"]), _ci(f, "r2"),
                    f["n"], f"{f['bootstrap_over']} (B={f['B']})", f["dropped"]])
-    for note in {f["note"] for f in pair.values() if f.get("note")}:
+    for note in sorted({f["note"] for f in pair.values() if f.get("note")}):
       notes.append(f"- `{key}`: {note}")
   if paper:
     body.append([f"paper ({paper.get('kind')})", "published", f"{paper['slope']:.3f}", "–",

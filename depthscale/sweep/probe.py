@@ -35,6 +35,7 @@ class Probe:
   memory_bytes: int      # per device: arguments + outputs - donated + temporaries
   device_kind: str
   devices: int
+  fingerprint: str = ""  # of the lowered program (core/program.py), as train_group's
 
 
 def cache_dir() -> str:
@@ -109,7 +110,8 @@ def probe(task, specs, tcfg, model_options, steps_per_call, devices, use_cache=T
   n = max(1, min(steps_per_call, int(TIME_S / max(one, 1e-6))))
   step_s = statistics.median(timed(n) for _ in range(TIMED)) / n
   out = Probe(compile_s=prog.compile_s, step_s=step_s, memory_bytes=prog.memory_bytes,
-              device_kind=devices[0].device_kind, devices=len(devices))
+              device_kind=devices[0].device_kind, devices=len(devices),
+              fingerprint=prog.fingerprint)
   store(sig, out)
   return out
 

@@ -4,7 +4,7 @@ Everything downstream (plan, probe, estimate, runner, status) takes the Study an
 the derived values here: the task, the cells, output size and vocabulary, each group's
 TrainConfig and model options, the dtype a device's peak is read in, the JAX settings.
 The workdir's identity (a rerun with another study is refused) is decided here too.
-Imports config, sweep.grid, core.train and io.workdir.
+Imports config, sweep.grid/plan, core.train and io.workdir.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import ml_collections
 from depthscale import config as config_lib
 from depthscale.core import train
 from depthscale.io import workdir as workdir_lib
-from depthscale.sweep import grid
+from depthscale.sweep import grid, plan
 
 # Fields that may change between runs of one workdir without changing its results.
 NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name", "lease_s", "report")
@@ -72,9 +72,11 @@ def resolve(c: ml_collections.ConfigDict) -> Study:
   Sets c.report.scaled_by to the task's own measure (what the report scales)."""
   task = config_lib.validate(c)
   c.report.scaled_by = task.scaled_by
-  return Study(config=c, task=task, cells=tuple(grid.cells(c)),
-               output_dim=task.output_dim(max(c.grid.length)), vocab=task.input_vocab or 0,
-               peak_dtype="bfloat16" if c.model.compute_dtype == "bfloat16" else "float32")
+  study = Study(config=c, task=task, cells=tuple(grid.cells(c)),
+                output_dim=task.output_dim(max(c.grid.length)), vocab=task.input_vocab or 0,
+                peak_dtype="bfloat16" if c.model.compute_dtype == "bfloat16" else "float32")
+  plan.make_plan(study)  # a one-line ConfigError now if one model exceeds device_memory_gb
+  return study
 
 
 def reproducible_xla() -> None:
