@@ -39,13 +39,12 @@ def cmd_plan(args, extras) -> int:
     study.start_jax()
     devs = jax.local_devices()
     groups = plan.make_plan(study, probe.flops_per_s(study, devs))
-    size = plan.slot_size(len(devs), [len(g.cells) for g in groups])
-    groups = probe.fit(study, groups, devs[:size], log=print)
-    devs = devs[:plan.slot_size(len(devs), [len(g.cells) for g in groups])]  # as run does
+    groups = probe.fit(study, groups, plan.slot_of(devs, groups), log=print)
+    devs = plan.slot_of(devs, groups)  # as run does
     print(f"probing {len(groups)} groups on {len(devs)} x {devs[0].device_kind} each "
           f"({jax.local_device_count() // len(devs)} side by side; compile, then time a few "
           "steps; cached for `run`)", flush=True)
-    est = estimate.probed(study, groups, devs, progress=lambda it, n: tqdm(
+    est = estimate.from_probes(study, groups, devs, progress=lambda it, n: tqdm(
         it, total=n, desc="probe", unit="group", disable=args.no_progress, leave=False))
   else:
     est = estimate.from_flops(study, groups, args.device)

@@ -20,7 +20,7 @@ def _row(study, g):
               layout=g.layout)
 
 
-def probed(study, groups, devs, progress=lambda it, total: it) -> dict:
+def from_probes(study, groups, devs, progress=lambda it, total: it) -> dict:
   """Every group's program compiled and timed here (the probe cache reused)."""
   c, rows = study.config, []
   for g in progress(groups, len(groups)):

@@ -191,6 +191,11 @@ def slot_size(n_devices: int, group_sizes) -> int:
   return min((s for s in range(1, n_devices + 1) if n_devices % s == 0), key=key)
 
 
+def slot_of(devs, groups: list[Group]) -> list:
+  """The devices of one slot (the first slot_size of `devs`): what trains a group."""
+  return list(devs)[:slot_size(len(devs), [len(g.cells) for g in groups])]
+
+
 def to_json(groups: list[Group]) -> list[dict]:
   return [dict(id=g.id, length=g.length, cells=[x.key for x in g.cells],
                models_per_chunk=g.models_per_chunk, remat=g.remat, layout=g.layout)

@@ -18,8 +18,7 @@ def freeze_plan(study, workdir: str, devs) -> list[plan.Group]:
   for these devices (at the slot size that runs a group) and written."""
   if workdir_lib.read_plan(workdir) is None:
     groups = plan.make_plan(study, probe.flops_per_s(study, devs))
-    slot = devs[:plan.slot_size(len(devs), [len(g.cells) for g in groups])]
-    groups = probe.fit(study, groups, slot,
+    groups = probe.fit(study, groups, plan.slot_of(devs, groups),
                        log=lambda line: print(f"depthscale: {line}", file=sys.stderr))
     workdir_lib.write_plan_once(workdir, json.dumps(
         dict(format=1, device=devs[0].device_kind, devices=len(devs),

@@ -111,7 +111,7 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   study_lib.claim_workdir(study, workdir)
   devs = list(devices or jax.local_devices())
   groups = plan_file.freeze_plan(study, workdir, devs)
-  size = plan.slot_size(len(devs), [len(g.cells) for g in groups])
+  size = len(plan.slot_of(devs, groups))
   slots = [devs[i:i + size] for i in range(0, len(devs), size)]
   stop = StopFlag().install() if signals else StopFlag()
   tracker = tracking.Locked(trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
