@@ -25,6 +25,7 @@ from depthscale.io.leases import Lease, LeaseLost
 from depthscale.sweep import plan, plan_file, probe, study as study_lib, tracking
 from depthscale.sweep.train_group import Hooks, Interrupted, train_group
 
+
 class StopFlag:
   """Set by SIGTERM / SIGUSR2 while installed; remembers the signal and the handler it
   replaced, so that a host's handler (submitit's requeue) runs once the state is saved."""
