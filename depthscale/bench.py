@@ -3,7 +3,7 @@
 Engine dispatches, single-model runs and a matmul-peak probe are interleaved in rounds, so
 each round's ratios compare like with like on a shared machine; the JSON reports medians.
 Every program is built by core/program.py (the one that trains a sweep's group) and the
-peak is devices.py's probe. Imports core/, model/, tasks/ and devices.
+peak is devices.py's probe. Imports core/, tasks/ and devices.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Preset:
   seq: int
   batch: int
   heads: int
-  engine_k: int           # steps per engine dispatch (lax.scan length); one dispatch per round
+  engine_k: int           # steps per engine dispatch (n of the program's loop); one per round
   sequential_steps: int   # steps per model in the sequential loop
   rounds: int             # each round: an engine dispatch, models/rounds models in turn, the peak
   models_per_chunk: int = 0  # engine default (0 = all models vmapped at once); see BUILD_NOTES

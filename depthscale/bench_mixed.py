@@ -2,7 +2,7 @@
 rounds (one compacted program, one padded program, one program per depth in turn).
 
 Programs are built by core/program.py through bench.make_engine. Imports bench, tasks,
-model.compact.
+core.ensemble, model.compact and errors.
 """
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def defaults() -> ml_collections.ConfigDict:
   # What the report checks against the study's paper: claims (a list of {"kind", "claim",
   # "paper", ...}, kinds in report/claims.py), companions ({name: "study.py:args"}, run
   # after the study into WORKDIR/<name> and set beside it), paper_table ({depth: the
-  # published numbers}); scaled_by is the task's (set by `run`, read by the report).
+  # published numbers}); scaled_by is the task's (set by `study.resolve`, read by the report).
   c.report = ml_collections.ConfigDict(dict(claims=[], companions=ml_collections.ConfigDict(),
                                             paper_table=ml_collections.ConfigDict(),
                                             scaled_by=""))

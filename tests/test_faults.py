@@ -63,7 +63,7 @@ def test_report_refuses_a_bad_results_file_and_leaves_it(text, words, tmp_path, 
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and words in err[0] and str(path) in err[0]
   assert path.read_text() == text  # reported, never rebuilt or overwritten
-  assert not (tmp_path / "workdir_lib.csv").exists()
+  assert not (tmp_path / "results.csv").exists()
 
 
 def test_results_files_carry_their_format(tmp_path):

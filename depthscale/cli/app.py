@@ -17,6 +17,7 @@ from depthscale import bench, bench_mixed, devices, tasks
 from depthscale.cli import sweep as sweep_commands
 from depthscale.cli.common import UsageError, check_writable, one_line, parse_value, write_json
 from depthscale.errors import UserError
+from depthscale.sweep.study import reproducible_xla
 
 PROG = "depthscale"
 WRAP = 100  # columns before a printed list wraps
@@ -124,6 +125,7 @@ def cmd_bench(args, extras) -> int:
                      f"got {args.models_per_chunk}")
   models = bench.check_models(args.models)
   split_host_into_cores()  # after every check: a refused command changes nothing
+  reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
   log = lambda line: print(line, flush=True)
   if args.preset == "mixed":
     result = bench_mixed.run_mixed(args.devices, args.dtype, log)
@@ -183,7 +185,8 @@ def cmd_devices(args, extras) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The command tree; later commands (plan, run, report) add a subparser each here."""
+  """The command tree: tasks, bench, devices here; plan, run, status and report from
+  cli/sweep.add_commands."""
   parser = _Parser(prog=PROG, description="Train grids of small transformers at once.",
                    allow_abbrev=False)
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,

@@ -224,10 +224,10 @@ def build(task, specs, tcfg: train.TrainConfig, model_options: dict | None,
   t0 = time.perf_counter()
   lowered = make_train_steps(task, cfg, tcfg, steps_per_call, devices).lower(
       state, hp, arch, np.int32(1))
-  fingerprint = hashlib.sha256(lowered.as_text().encode()).hexdigest()[:16]
   compiled = lowered.compile()
+  compile_s = time.perf_counter() - t0
   return Program(cfg=cfg, tcfg=tcfg, specs=specs,
                  order=None if order is None else np.asarray(order), devices=devices,
-                 state=state, hp=hp, arch=arch, run=compiled,
-                 compile_s=time.perf_counter() - t0,
-                 memory_bytes=compiled_memory_bytes(compiled), fingerprint=fingerprint)
+                 state=state, hp=hp, arch=arch, run=compiled, compile_s=compile_s,
+                 memory_bytes=compiled_memory_bytes(compiled),
+                 fingerprint=hashlib.sha256(lowered.as_text().encode()).hexdigest()[:16])

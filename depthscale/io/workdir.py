@@ -80,8 +80,13 @@ def write_config(workdir: str, text: str) -> None:
 
 
 def read_plan(workdir: str) -> dict | None:
-  """plan.json (None: no worker has frozen the plan yet)."""
-  return read_json(workdir, "plan.json")
+  """plan.json (None: no worker has frozen the plan yet); a one-line UserError if it
+  does not parse."""
+  try:
+    return read_json(workdir, "plan.json")
+  except (ValueError, UnicodeDecodeError) as e:
+    raise UserError(f"{workdir}/plan.json does not match the study ({e}); use a new "
+                    "--workdir") from None
 
 
 def write_plan_once(workdir: str, text: str) -> bool:

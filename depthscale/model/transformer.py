@@ -32,7 +32,8 @@ class ModelConfig:
   repeats: int = 1               # > 1 only for looped models
   head_size: int | None = None   # per-head size; default width // heads
   dtype: str = "float32"         # parameters and activations (float64 needs jax_enable_x64)
-  compute_dtype: str | None = None  # e.g. "bfloat16": matmuls and activations in it;
+  compute_dtype: str | None = None  # e.g. "bfloat16": matmuls and activations in it (None or
+                                    # "float32", what a config writes: in dtype);
                                     # parameters, layer-norm statistics, attention softmax,
                                     # rotary angles, final norm, head and outputs in dtype
   attention: str = "einsum"      # einsum | dot_product (jax.nn.dot_product_attention) | auto

@@ -16,7 +16,7 @@ def _row(study, g):
                                      c.train.steps, c.model.mlp_ratio, study.output_dim)
   return dict(id=g.id, models=len(g.cells), length=g.length, shape=list(g.padded_shape()),
               computed_flops=computed, useful_flops=useful,
-              models_per_chunk=g.models_per_chunk, remat=g.remat or c.model.remat,
+              models_per_chunk=g.models_per_chunk, remat=study.model_options(g)["remat"],
               layout=g.layout)
 
 

@@ -4,7 +4,8 @@ Models of one length may share a program. `pad` puts them all in one padded prog
 (wasted FLOPs, one compile); `bucket` gives each true shape its own program (no waste,
 more compiles); `compact` is `pad` whose layers run only on the models that have them
 (model/compact.py: width still padded); `auto` picks per length by the cost model below.
-Takes a resolved Study (sweep/study.py); imports model.compact and sweep.grid; writes
+Takes a resolved Study (sweep/study.py); imports config (its error), model.compact and
+sweep.grid; writes
 nothing (the workdir's frozen plan: sweep/plan_file.py).
 """
 from __future__ import annotations

@@ -103,6 +103,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   # devices); curves, rows, evaluation and checkpoints stay in spec order.
   order, back, devices = prog.order, prog.back, prog.devices
   cfg, tcfg, state, hp, arch = prog.cfg, prog.tcfg, prog.state, prog.hp, prog.arch
+  prog.state = None  # the only reference is `state`: a restored state frees the initial one
   m = len(prog.specs)
   names = CURVES + task.measure_names(tcfg.length)  # the task's own measures, per step
   curves = {name: np.full((total, m), np.nan, np.float32) for name in names}
