@@ -127,9 +127,28 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
   c = defaults()
   with c.unlocked():
     c.update(user)
+  check_fields(c, defaults(), spec)
   for o in overrides or []:
     apply_override(c, o)
   return c
+
+
+# Sections whose keys are the study's own (task options, the paper's numbers, companions).
+FREE_FORM = ("task_options", "paper_fit", "report.companions", "report.paper_table")
+
+
+def check_fields(c, known, spec: str, prefix: str = "") -> None:
+  """A one-line ConfigError for the first field of `c` that `known` (the defaults) does
+  not have, e.g. a typo such as train.wramup, which would otherwise be ignored."""
+  for key in c.keys():
+    field = prefix + key
+    if field in FREE_FORM:
+      continue
+    if key not in known:
+      raise ConfigError(f"--config {spec}: unknown field {field!r}; valid: "
+                        f"{', '.join(sorted(known.keys()))}")
+    if isinstance(known[key], ml_collections.ConfigDict) and hasattr(c[key], "keys"):
+      check_fields(c[key], known[key], spec, field + ".")
 
 
 def apply_override(c: ml_collections.ConfigDict, text: str) -> None:

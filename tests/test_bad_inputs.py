@@ -68,6 +68,14 @@ ROWS = [
     ("contradicting study arguments", [], ["ic and nonic", "contradict"],
      lambda *_: {"config": "experiments/retrieval_layers.py:ic,nonic,smoke"}),
     ("unknown field", ["--config.train.nope=1"], ["train.nope", "unknown field", "valid"]),
+    ("typo in a study file", [], ["'train.wramup'", "unknown field", "valid", "warmup"],
+     bad_config_file("from depthscale import config\n"
+                     "def get_config(arg=None):\n"
+                     "  c = config.load('experiments/quickstart.py:smoke')\n"
+                     "  c.train.wramup = 10\n"
+                     "  return c\n")),
+    ("typo in a study dict", [], ["'train.stpes'", "unknown field"],
+     bad_config_file("def get_config(arg=None):\n  return {'train': {'stpes': 40}}\n")),
     ("override into a plain field", ["--config.task.name=x"], ["task is a plain field"]),
     ("wrong type", ["--config.train.steps=abc"], ["train.steps", "not of type int"]),
     ("wrong type in a list", ["--config.grid.lr=['fast']"], ["grid.lr", "positive"]),
