@@ -133,22 +133,18 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
   return c
 
 
-# Sections whose keys are the study's own (task options, the paper's numbers, companions).
-FREE_FORM = ("task_options", "paper_fit", "report.companions", "report.paper_table")
+FREE_FORM = ("task_options", "paper_fit", "report.companions", "report.paper_table")  # own keys
 
 
 def check_fields(c, known, spec: str, prefix: str = "") -> None:
-  """A one-line ConfigError for the first field of `c` that `known` (the defaults) does
-  not have, e.g. a typo such as train.wramup, which would otherwise be ignored."""
+  """A one-line ConfigError for a field of `c` the defaults (`known`) lack (a typo)."""
   for key in c.keys():
-    field = prefix + key
-    if field in FREE_FORM:
-      continue
-    if key not in known:
-      raise ConfigError(f"--config {spec}: unknown field {field!r}; valid: "
+    if prefix + key not in FREE_FORM and key not in known:
+      raise ConfigError(f"--config {spec}: unknown field {prefix + key!r}; valid: "
                         f"{', '.join(sorted(known.keys()))}")
-    if isinstance(known[key], ml_collections.ConfigDict) and hasattr(c[key], "keys"):
-      check_fields(c[key], known[key], spec, field + ".")
+    if (prefix + key not in FREE_FORM and isinstance(known[key], ml_collections.ConfigDict)
+        and hasattr(c[key], "keys")):
+      check_fields(c[key], known[key], spec, prefix + key + ".")
 
 
 def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
@@ -210,9 +206,8 @@ def validate(c: ml_collections.ConfigDict):
     task = tasks.make(c.task, **dict(c.task_options))
   except UserError as e:
     raise ConfigError(f"task: {e}") from None
-  depths, widths = _ints(c, "depth"), _ints(c, "width")
-  _ints(c, "seed", lo=0)
-  lengths, repeats = _ints(c, "length"), _ints(c, "repeats")
+  _, widths, _, lengths, _ = (_ints(c, "depth"), _ints(c, "width"), _ints(c, "seed", lo=0),
+                              _ints(c, "length"), _ints(c, "repeats"))  # in this order
   lrs = c.grid.lr
   if not isinstance(lrs, (list, tuple)) or not lrs:
     raise ConfigError("grid.lr: must be a non-empty list")
@@ -302,5 +297,4 @@ def validate(c: ml_collections.ConfigDict):
       task.check_length(n)
     except UserError as e:
       raise ConfigError(f"grid.length: {e}") from None
-  del depths, repeats
   return task
