@@ -1,18 +1,17 @@
 """Study configs: defaults, loading `file.py[:arg]` with `--config.a.b=v` overrides, and
-validation that names the bad field in one line before anything compiles.
+unknown fields refused in one line; `validate` (config_checks.py) checks every value.
 
-Imports tasks/ only (to check task names and options); never model/, core/ or sweep/.
+Imports depthscale.errors (and config_checks, which imports tasks/); never model/, core/
+or sweep/.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import math
 import os
 
 import ml_collections
 
-from depthscale import tasks
 from depthscale.errors import UserError
 
 
@@ -110,6 +109,8 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
   path, _, arg = spec.partition(":")
   if not os.path.isfile(path):
     raise ConfigError(f"--config: no such file {path!r}")
+  if not path.endswith(".py"):
+    raise ConfigError(f"--config: {path!r} is not a .py file; give a study file FILE.py[:ARG]")
   mod_spec = importlib.util.spec_from_file_location("depthscale_user_config", path)
   mod = importlib.util.module_from_spec(mod_spec)
   try:
@@ -124,13 +125,34 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
     raise ConfigError(f"--config {spec}: {e}") from None
   except Exception as e:  # the user's study code: report in one line
     raise ConfigError(f"--config: {spec}: get_config failed: {type(e).__name__}: {e}") from None
+  if not isinstance(user, (dict, ml_collections.ConfigDict)):
+    raise ConfigError(f"--config {spec}: get_config returned {type(user).__name__}; return "
+                      "an ml_collections.ConfigDict or a dict of fields")
   c = defaults()
-  with c.unlocked():
-    c.update(user)
+  merge(c, user, f"--config {spec}")
   check_fields(c, defaults(), spec)
   for o in overrides or []:
     apply_override(c, o)
   return c
+
+
+def merge(node: ml_collections.ConfigDict, user, where: str, prefix: str = "") -> None:
+  """Set the fields of `user` (a dict or ConfigDict) on `node`, section by section; a
+  value of another type than its default's is one ConfigError line naming the field."""
+  for key, value in user.items():
+    field, old = prefix + key, node[key] if key in node else None
+    if isinstance(old, ml_collections.ConfigDict):
+      if not hasattr(value, "items"):
+        raise ConfigError(f"{where}: {field} is a section; give it a dict of its fields, not "
+                          f"{value!r}")
+      merge(old, value, where, field + ".")
+      continue
+    try:
+      with node.unlocked():
+        node[key] = value
+    except (TypeError, ValueError):  # ml_collections refuses a value of another type
+      raise ConfigError(f"{where}: {field}: {value!r} is not of type {type(old).__name__}, "
+                        f"like its default {old!r}") from None
 
 
 FREE_FORM = ("task_options", "paper_fit", "report.companions", "report.paper_table")  # own keys
@@ -169,6 +191,9 @@ def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
   if parts[-1] not in node:
     raise ConfigError(f"--config.{key}: unknown field; valid: {', '.join(sorted(node.keys()))}")
   old = node[parts[-1]]
+  if isinstance(old, ml_collections.ConfigDict) and key not in FREE_FORM:
+    raise ConfigError(f"--config.{key}: {key} is a section; override its fields one by one, "
+                      f"e.g. --config.{key}.{next(iter(old.keys()), 'FIELD')}=VALUE")
   with node.unlocked() if hasattr(node, "unlocked") else contextlib.nullcontext():
     try:
       node[parts[-1]] = value
@@ -177,124 +202,7 @@ def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
                         f"default {old!r}") from None
 
 
-def _ints(c, field, lo=1):
-  vals = c.grid[field] if field in c.grid else None
-  if not isinstance(vals, (list, tuple)) or not vals:
-    raise ConfigError(f"grid.{field}: must be a non-empty list")
-  for v in vals:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-      raise ConfigError(f"grid.{field}: {v!r} is not an int >= {lo}")
-  return list(vals)
-
-
-def _num(c, field, lo=0.0, strict=False, integer=False):
-  sec, name = field.split(".")
-  v = c[sec][name]
-  ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-  if integer:
-    ok = ok and isinstance(v, int)
-  if not ok or v < lo or (strict and v <= lo):
-    kind = "an int" if integer else "a number"
-    cmp = ">" if strict else ">="
-    raise ConfigError(f"{field}: {v!r} is not {kind} {cmp} {lo}")
-  return v
-
-
 def validate(c: ml_collections.ConfigDict):
-  """Check every field a user sets; returns the task. One-line ConfigError otherwise."""
-  try:
-    task = tasks.make(c.task, **dict(c.task_options))
-  except UserError as e:
-    raise ConfigError(f"task: {e}") from None
-  _, widths, _, lengths, _ = (_ints(c, "depth"), _ints(c, "width"), _ints(c, "seed", lo=0),
-                              _ints(c, "length"), _ints(c, "repeats"))  # in this order
-  lrs = c.grid.lr
-  if not isinstance(lrs, (list, tuple)) or not lrs:
-    raise ConfigError("grid.lr: must be a non-empty list")
-  for v in lrs:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-      raise ConfigError(f"grid.lr: {v!r} is not a positive number")
-  heads, hd = c.model.heads, c.model.head_dim
-  if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
-    raise ConfigError(f"model.heads: {heads!r} is not an int >= 1")
-  if isinstance(hd, bool) or not isinstance(hd, int) or hd < 0:
-    raise ConfigError(f"model.head_dim: {hd!r} is not an int >= 0")
-  for w in widths:
-    if hd and w % hd:
-      raise ConfigError(f"grid.width: {w} is not divisible by model.head_dim={hd}")
-    if not hd and w % heads:
-      raise ConfigError(f"grid.width: {w} is not divisible by model.heads={heads}")
-  if c.model.pos not in ("learned", "rotary", "none"):
-    raise ConfigError(f"model.pos: {c.model.pos!r}; valid: learned, rotary, none")
-  _num(c, "model.mlp_ratio", 1, integer=True)
-  if c.model.dtype not in ("float32", "float64"):
-    raise ConfigError(f"model.dtype: {c.model.dtype!r}; valid: float32, float64")
-  if c.model.compute_dtype not in ("float32", "bfloat16"):
-    raise ConfigError(f"model.compute_dtype: {c.model.compute_dtype!r}; valid: float32, "
-                      "bfloat16")
-  if c.model.compute_dtype == "bfloat16" and c.model.dtype == "float64":
-    raise ConfigError("model.compute_dtype: bfloat16 with model.dtype=float64; give "
-                      "model.dtype=float32 (or compute_dtype=float32)")
-  if c.model.attention not in ("einsum", "dot_product", "auto"):
-    raise ConfigError(f"model.attention: {c.model.attention!r}; valid: einsum, dot_product, "
-                      "auto")
-  if c.model.remat not in ("none", "block"):
-    raise ConfigError(f"model.remat: {c.model.remat!r}; valid: none, block")
-  _num(c, "train.batch_size", 1, integer=True)
-  steps = _num(c, "train.steps", 1, integer=True)
-  k = _num(c, "train.steps_per_call", 1, integer=True)
-  if steps % k:
-    raise ConfigError(f"train.steps: {steps} is not a multiple of train.steps_per_call={k}")
-  every = c.checkpoint_every
-  if isinstance(every, bool) or not isinstance(every, int) or every < k or every % k:
-    raise ConfigError(f"checkpoint_every: {every!r} must be a multiple of "
-                      f"train.steps_per_call={k}")
-  _num(c, "train.weight_decay", 0.0)
-  _num(c, "train.warmup", 0, integer=True)
-  _num(c, "train.clip_norm", 0.0)
-  _num(c, "train.models_per_chunk", 0, integer=True)
-  if c.train.decay not in ("constant", "linear", "cosine"):
-    raise ConfigError(f"train.decay: {c.train.decay!r}; valid: constant, linear, cosine")
-  if c.train.curriculum not in ("none", "fixed", "adaptive"):
-    raise ConfigError(f"train.curriculum: {c.train.curriculum!r}; valid: none, fixed, adaptive")
-  if c.train.curriculum == "fixed":
-    _num(c, "train.steps_per_stage", 1, integer=True)
-  if c.train.curriculum != "none" and not getattr(task, "prefix_consistent", False):
-    raise ConfigError(f"train.curriculum: task {c.task!r} has no length curriculum "
-                      "(its examples are not prefix-consistent); use 'none'")
-  lease = c.get("lease_s")
-  if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
-    raise ConfigError(f"lease_s: {lease!r} is not a number of seconds > 0")
-  _num(c, "eval.size", 1, integer=True)
-  for field in ("eval.threshold", "train.advance_at"):
-    v = _num(c, field, 0.0, strict=True)
-    if v > 1:
-      raise ConfigError(f"{field}: {v!r} is an accuracy; give a number in (0, 1]")
-  _num(c, "plan.device_memory_gb", 0.0)
-  _num(c, "plan.gflops", 0.0, strict=True)
-  _num(c, "plan.compile_s", 0.0)
-  v = _num(c, "plan.mfu", 0.0, strict=True)
-  if v > 1:
-    raise ConfigError(f"plan.mfu: {v!r} is a fraction of the device's peak; give a number "
-                      "in (0, 1]")
-  if c.plan.strategy not in ("auto", "bucket", "pad", "compact"):
-    raise ConfigError(f"plan.strategy: {c.plan.strategy!r}; valid: auto, bucket, pad, "
-                      "compact")
-  _num(c, "plan.max_models_per_group", 1, integer=True)
-  if c.wandb.mode not in ("", "online", "offline", "disabled"):
-    raise ConfigError(f"wandb.mode: {c.wandb.mode!r}; valid: '', online, offline, disabled")
-  if c.report.claims:
-    from depthscale.report import claims as claims_lib  # no jax; matplotlib only if claims
-    try:
-      claims_lib.check_spec([dict(x) for x in c.report.claims], dict(c.report.companions))
-    except ValueError as e:
-      raise ConfigError(str(e)) from None
-  for name, spec in dict(c.report.companions).items():
-    if not isinstance(spec, str) or not os.path.isfile(spec.partition(":")[0]):
-      raise ConfigError(f"report.companions.{name}: {spec!r} is not a study file.py[:args]")
-  for n in lengths:
-    try:
-      task.check_length(n)
-    except UserError as e:
-      raise ConfigError(f"grid.length: {e}") from None
-  return task
+  """Check every field a user sets; returns the task (config_checks.py)."""
+  from depthscale import config_checks
+  return config_checks.validate(c)

@@ -74,7 +74,7 @@ def test_three_model_groups_on_four_devices_train_no_filler(tmp_path, reference_
     rows = list(csv.DictReader(f))
   assert len(rows) == 12 and {r["devices"] for r in rows} == {"1"}
   assert {r["models_in_program"] for r in rows} == {"3"}  # 3 real models, no copy
-  ref, got = workdir_lib.read_groups(ref_dir), workdir_lib.read_groups(tmp_path / "w")
+  ref, got = workdir_lib.read_groups(ref_dir)[0], workdir_lib.read_groups(tmp_path / "w")[0]
   assert len(ref) == 2 and set(ref) < set(got)
   for gid in ref:
     a = np.asarray(got[gid]["curves"]["loss"])     # [models, 6]: steps 10, 20, ..., 60

@@ -72,4 +72,4 @@ def test_results_files_carry_their_format(tmp_path):
                       np.zeros((1, 4)))
   data = json.loads((tmp_path / "groups" / "g.json").read_text())
   assert data["format"] == workdir_lib.FORMAT
-  assert workdir_lib.read_groups(str(tmp_path))["g"]["rows"] == rows
+  assert workdir_lib.read_group(str(tmp_path / "groups" / "g.json"))["rows"] == rows

@@ -12,7 +12,7 @@ from conftest import planned
 from depthscale.io import leases
 from depthscale.io import workdir as workdir_lib
 from depthscale.io.leases import Lease, LeaseLost
-from depthscale.sweep import status, study as study_lib
+from depthscale.sweep import plan, status, study as study_lib
 
 SMOKE = "experiments/quickstart.py:smoke"
 
@@ -97,8 +97,10 @@ def test_status_shows_done_running_stale_and_pending(tmp_path):
   _, groups = planned(c)
   assert len(groups) >= 4
   done, running, stale, pending = [g.id for g in groups[:4]]
+  (tmp_path / "plan.json").write_text(json.dumps({"groups": plan.to_json(groups)}))
   os.makedirs(os.path.dirname(workdir_lib.group_path(str(tmp_path), done)), exist_ok=True)
-  open(workdir_lib.group_path(str(tmp_path), done), "w").write("{}")
+  open(workdir_lib.group_path(str(tmp_path), done), "w").write(json.dumps(
+      {"rows": [{"model": x.key} for x in groups[0].cells], "format": workdir_lib.FORMAT}))
   r = Lease(str(tmp_path), running, lease_s=60)
   assert r.acquire()
   r.update(step=100, total_steps=c.train.steps, steps_per_s=20.0)

@@ -8,6 +8,7 @@ nothing in the library imports the CLI.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -91,8 +92,10 @@ def cmd_tasks_list(args, extras) -> int:
 
 def cmd_tasks_show(args, extras) -> int:
   options = parse_task_options(extras)
-  if args.n < 1:
-    raise UsageError(f"-n must be a positive number of examples, got {args.n}")
+  if not 1 <= args.n <= 1000:
+    raise UsageError(f"-n must be a number of examples in [1, 1000], got {args.n}")
+  if not 0 <= args.seed < 2**32:
+    raise UsageError(f"--seed {args.seed}: give a seed in [0, 2^32) (JAX keeps 32 bits)")
   task = tasks.make(args.name, **options)
   length = task.default_length if args.length is None else args.length
   task.check_length(length)  # before any JAX work
@@ -257,5 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return args.handler(args, extras)
   except UserError as e:  # UsageError, ConfigError, the library's one-line user errors
     print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:  # before a run's handler is installed (it checkpoints)
+    print(f"{PROG}: interrupted (no group was training: nothing to save)", file=sys.stderr)
+    return 130
+  except OSError as e:  # a full disk anywhere we write: free space, rerun
+    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+      raise
+    print(f"{PROG}: error: {os.strerror(e.errno)} writing {e.filename or 'a file'}; free "
+          "space and rerun the same command (finished work is kept)", file=sys.stderr)
     return 2
 

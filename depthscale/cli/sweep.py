@@ -5,6 +5,7 @@ compilation) and calls the library; cli/app.py registers them with `add_commands
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -14,17 +15,21 @@ from depthscale.cli.common import check_writable, load_config, write_json
 from depthscale.errors import UserError
 from depthscale.sweep import study as study_lib
 
+MAX_WORKERS = 100_000  # --workers: more than any cluster's array; a bound before allocating
+
 
 def cmd_plan(args, extras) -> int:
   from depthscale.sweep import estimate, plan, probe
   study = study_lib.resolve(load_config(args.config, extras))
   c = study.config
-  if args.workers < 1:
-    raise UserError(f"--workers {args.workers}: give a count >= 1")
+  if not 1 <= args.workers <= MAX_WORKERS:
+    raise UserError(f"--workers {args.workers}: give a count in [1, {MAX_WORKERS}]")
   if args.json:
     check_writable(args.json)
   groups = plan.make_plan(study)
   do_probe = not args.no_probe and args.device is None
+  if do_probe:
+    check_cache()
   if args.device is not None:
     from depthscale import devices
     spec = devices.lookup(args.device)  # one-line error for an unknown name, before JAX
@@ -126,6 +131,10 @@ def check_worker_flags(args) -> None:
                                  not 0 <= args.process_id < args.num_processes):
     raise UserError("--num-processes > 1 needs --coordinator HOST:PORT and "
                     "0 <= --process-id < --num-processes")
+  host, _, port = args.coordinator.rpartition(":")
+  if args.coordinator and not (host and port.isdigit() and 0 < int(port) < 65536):
+    raise UserError(f"--coordinator {args.coordinator!r}: give HOST:PORT, e.g. "
+                    "node001:12345")
   if args.num_processes == 1 and (args.coordinator or args.process_id):
     raise UserError("--coordinator and --process-id need --num-processes > 1 (a TPU pod "
                     "slice); independent workers need neither")
@@ -137,6 +146,7 @@ def cmd_run(args, extras) -> int:
   study = study_lib.resolve(load_config(args.config, extras))  # before starting anything
   ids = parse_devices(args.devices)
   check_worker_flags(args)
+  check_cache()
   workdir_lib.check(args.workdir)
   others = companions(study, args.workdir)
   if ids is not None:
@@ -155,6 +165,14 @@ def cmd_run(args, extras) -> int:
                  exit_when_idle=args.exit_when_idle)
     build_report(args.workdir)  # the study beside its companions
   return 0
+
+
+def check_cache() -> None:
+  """A one-line UserError if $DEPTHSCALE_CACHE (where probes are kept) is not a directory."""
+  root = os.environ.get("DEPTHSCALE_CACHE")
+  if root and os.path.exists(root) and not os.path.isdir(root):
+    raise UserError(f"DEPTHSCALE_CACHE={root!r} is a file; point it at a directory (or "
+                    "unset it for ~/.cache/depthscale)")
 
 
 def companions(study, workdir: str) -> dict:
@@ -195,6 +213,12 @@ def cmd_report(args, extras) -> int:
     print(build_report(args.workdir))
   except FileNotFoundError as e:
     raise UserError(str(e)) from None
+  except OSError as e:  # a read-only or full workdir: the report files cannot be written
+    if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+      raise
+    raise UserError(f"report: cannot write {e.filename or 'its files'} ({e.strerror}); the "
+                    f"report is written into the workdir: make {args.workdir} writable, or "
+                    "copy it somewhere writable and report there") from None
   return 0
 
 

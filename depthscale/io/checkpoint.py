@@ -5,14 +5,16 @@ so a kill -9 at any moment leaves the previous checkpoint intact. A latest check
 that fails to restore is reported and the one before it is used.
 Each process checkpoints its own groups alone (active_processes = itself), from host
 copies of the state, so several JAX processes never wait on each other here.
-A save that fails for want of space (ENOSPC, EDQUOT) is a UserError naming the kept
-checkpoint: the half-written one stays a temporary directory that restores skip.
+A save that fails for want of space (ENOSPC, EDQUOT, or orbax's RESOURCE_EXHAUSTED) is a
+UserError naming the kept checkpoint; its temporary directory is removed, and any left by
+a kill is removed when the group's checkpoints are next opened.
 Imports orbax and depthscale.errors only; knows nothing of models or sweeps.
 """
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import sys
 
 import jax
@@ -28,6 +30,7 @@ class GroupCheckpoints:
         primary_host=me, active_processes={me},
         barrier_sync_key_prefix=f"depthscale-{me}-{os.path.basename(directory)}")
     os.makedirs(directory, exist_ok=True)
+    clean_temporary(directory)  # left by a save that a full disk or a kill cut short
     self.manager = ocp.CheckpointManager(
         directory, options=ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False,
@@ -37,12 +40,13 @@ class GroupCheckpoints:
     try:
       self.manager.save(step, args=ocp.args.StandardSave(jax.device_get(tree)))
       self.manager.wait_until_finished()
-    except OSError as e:
-      if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except Exception as e:  # noqa: BLE001 -- re-raised unless the disk is full
+      if not disk_full(e):
         raise
       kept = self.manager.latest_step()
+      clean_temporary(str(self.manager.directory))
       raise UserError(
-          f"{os.strerror(e.errno)} while saving the step-{step} checkpoint in "
+          f"No space left on the device while saving the step-{step} checkpoint in "
           f"{self.manager.directory}; the step-{kept} checkpoint is kept. Free space and "
           "rerun the same command to resume from it") from None
 
@@ -60,3 +64,20 @@ class GroupCheckpoints:
 
   def close(self) -> None:
     self.manager.close()
+
+
+def disk_full(e: BaseException) -> bool:
+  """True for a full disk or quota as the OS (ENOSPC, EDQUOT) or as orbax / tensorstore
+  (a ValueError "RESOURCE_EXHAUSTED: ... No space left on device") report it."""
+  if isinstance(e, OSError):
+    return e.errno in (errno.ENOSPC, errno.EDQUOT)
+  text = str(e)
+  return "RESOURCE_EXHAUSTED" in text or "No space left" in text or "quota" in text.lower()
+
+
+def clean_temporary(directory: str) -> None:
+  """Remove the temporary directories of unfinished saves (orbax's *.orbax-checkpoint-tmp*);
+  restores never read them, and the group's lease holder is the only writer here."""
+  for name in os.listdir(directory) if os.path.isdir(directory) else []:
+    if ".orbax-checkpoint-tmp" in name:
+      shutil.rmtree(os.path.join(directory, name), ignore_errors=True)

@@ -8,7 +8,7 @@ and only when generation g is released or stale (its heartbeat older than `lease
 The holder of g has lost the group as soon as a file g+1 exists; it checks before every
 save and before writing results (`Lease.check`). Heartbeats are wall-clock times written
 by the holder (hosts of one cluster are assumed NTP-synchronised to well under lease_s).
-Imports nothing from depthscale.
+Imports depthscale.errors only.
 """
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ import threading
 import time
 import uuid
 
+from depthscale.errors import UserError
+
 DIR = "leases"
 PROGRESS_S = 1.0  # most frequent progress write of a lease (step, steps/s)
+MIN_BEAT_S = 0.25  # most frequent heartbeat, whatever lease_s
 
 
 class LeaseLost(Exception):
@@ -40,6 +43,27 @@ def _read(path: str) -> dict | None:
       return None
   except OSError:  # vanished
     return None
+
+
+def check_records(workdir: str) -> None:
+  """A UserError (one line naming the file) for a lease file that parses but is not a
+  lease record (a half-written one, which does not parse, is left to `_read`)."""
+  d = os.path.join(workdir, DIR)
+  for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+    path = os.path.join(d, name)
+    if not name.rpartition(".")[2].isdigit():
+      continue  # a temporary file of a heartbeat write
+    try:
+      with open(path) as f:
+        rec = json.load(f)
+    except ValueError:
+      continue
+    except OSError as e:
+      raise UserError(f"{path}: cannot read it ({e.strerror}); move it aside") from None
+    if not isinstance(rec, dict) or not isinstance(rec.get("heartbeat", 0.0), (int, float)) \
+        or isinstance(rec.get("heartbeat"), bool):
+      raise UserError(f"{path} is not a depthscale lease record; move it aside (no worker "
+                      "holds that group through it)")
 
 
 def generations(workdir: str, group_id: str) -> list[int]:
@@ -84,9 +108,10 @@ def state(record: dict | None, lease_s: float, now: float | None = None) -> str:
   if dead_here(record):
     return "stale"
   now = time.time() if now is None else now
-  # a record still being written (no heartbeat yet) counts as just created: held
+  # a record still being written (no heartbeat yet) counts as just created: held; a
+  # heartbeat further in the future than lease_s is no clock skew but a damaged record
   age = now - record.get("heartbeat", now)
-  return "stale" if age > lease_s else "held"
+  return "stale" if abs(age) > lease_s else "held"
 
 
 class Lease:
@@ -164,7 +189,7 @@ class Lease:
     """Renew the heartbeat every lease_s / 4 in a daemon thread until released (a stopped
     or frozen process stops renewing, so its lease lapses)."""
     def beat():
-      while not self._stop.wait(self.lease_s / 4):
+      while not self._stop.wait(max(self.lease_s / 4, MIN_BEAT_S)):
         try:
           self.check()
         except LeaseLost:

@@ -3,18 +3,20 @@ study), plan.json (its groups, written once), groups/<id>.json (one finished gro
 checkpoints/<id>/ (where a group's checkpointer lives), results.csv (every row).
 
 Every write goes to a temporary file in the same directory, then os.replace: a reader
-(or a killed writer) never sees half a file. A group file that does not parse, or that
-another version of depthscale wrote (its "format"), is reported in one line and left as
-it is, never rebuilt or overwritten. Needs no JAX; imports depthscale.errors only
-(leases keep their own files, io/leases.py).
+(or a killed writer) never sees half a file. Results are the plan's: only groups/<id>.json
+of a group in plan.json counts, holding exactly that group's models, so no model counts
+twice. A damaged or foreign file is one line naming it, left as it is, never rebuilt.
+Needs no JAX; imports depthscale.errors and io/leases.py (which keeps the lease files).
 """
 from __future__ import annotations
 
 import csv
+import errno
 import glob
 import io
 import json
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -32,18 +34,45 @@ COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats",
 
 
 def write_atomic(path: str, text: str) -> None:
+  """Write `path` whole or not at all; a full disk is a one-line UserError (the temporary
+  file removed, the old file, if any, kept)."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-  with os.fdopen(fd, "w") as f:
-    f.write(text)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  try:
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except OSError as e:
+    os.unlink(tmp)
+    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+      raise
+    raise UserError(f"{os.strerror(e.errno)} while writing {path}; free space and rerun the "
+                    "same command (nothing finished is lost)") from None
+
+
+SUBDIRS = ("groups", "leases", "checkpoints")  # directories of a workdir, never files
+NAME_MAX, PATH_MAX = 255, 4096
+
+
+def check_path(workdir: str) -> None:
+  """A one-line UserError for a workdir path the filesystem cannot hold (a name over
+  255 bytes, a path over 4096 with room for the files under it), before anything is made."""
+  full = os.path.abspath(workdir)
+  for part in full.split(os.sep):
+    if len(part.encode()) > NAME_MAX:
+      raise UserError(f"--workdir: the name {part[:40]!r}... is {len(part.encode())} bytes; "
+                      f"a file name holds at most {NAME_MAX}: choose a shorter --workdir")
+  if len(full.encode()) > PATH_MAX - 256:
+    raise UserError(f"--workdir: the path is {len(full.encode())} bytes; with the files "
+                    f"under it a path holds at most {PATH_MAX}: choose a shorter --workdir")
 
 
 def check(workdir: str) -> None:
   """A one-line UserError unless `workdir` is (or can be created as) a writable
   directory whose group files all read; writes nothing that stays."""
+  check_path(workdir)
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise UserError(f"--workdir {workdir!r} is a file; give a directory")
   parent = os.path.abspath(workdir)
@@ -57,16 +86,53 @@ def check(workdir: str) -> None:
     raise UserError(f"--workdir {workdir!r}: cannot write in {parent!r} ({e.strerror}); "
                     "choose another --workdir") from None
   if os.path.isdir(workdir):
-    read_groups(workdir)  # corrupt or foreign group files: refuse now
+    check_contents(workdir)
+
+
+def check_contents(workdir: str) -> None:
+  """Refuse (one line naming the file) a damaged or foreign file the workdir's readers
+  would meet later: config.json, plan.json, group files, lease records, a file where a
+  directory goes; and results without the plan they were trained in."""
+  from depthscale.io import leases
+  for d in (os.path.join(workdir, d) for d in SUBDIRS):
+    if os.path.exists(d) and not os.path.isdir(d):
+      raise UserError(f"{d} is a file, where depthscale keeps a directory; move it aside")
+  read_config(workdir)
+  groups = {os.path.basename(p)[:-5]: read_group(p)  # corrupt or foreign: refuse now
+            for p in sorted(glob.glob(os.path.join(workdir, "groups", "*.json")))}
+  leases.check_records(workdir)
+  ckpts = os.path.join(workdir, "checkpoints")
+  for n in sorted(os.listdir(ckpts)) if os.path.isdir(ckpts) else []:
+    if not os.path.isdir(os.path.join(ckpts, n)):
+      raise UserError(f"{os.path.join(ckpts, n)} is a file, where a group's checkpoints go; "
+                      "move it aside")
+  plan = plan_groups(workdir)
+  if plan is None and (groups or (os.path.isdir(ckpts) and os.listdir(ckpts))):
+    raise UserError(f"{workdir}/plan.json is missing, but the workdir holds results or "
+                    "checkpoints trained in its grouping; restore plan.json, or use a new "
+                    "--workdir (a new plan would train every model again)")
+  if plan is not None:
+    for gid, data in groups.items():
+      if gid in plan:
+        check_members(group_path(workdir, gid), data, plan[gid])
 
 
 def read_json(workdir: str, name: str) -> dict | None:
-  """A JSON file of the workdir (config.json, plan.json, ...), or None if absent."""
+  """A JSON object of the workdir (config.json, plan.json, fits.json), or None if absent;
+  a one-line UserError naming the file if it is damaged or not an object."""
   path = os.path.join(workdir, name)
   if not os.path.exists(path):
     return None
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path) as f:
+      data = json.load(f)
+  except (ValueError, UnicodeDecodeError, IsADirectoryError) as e:
+    raise UserError(f"{path} is damaged ({getattr(e, 'msg', e)}); restore it, or use a new "
+                    "--workdir") from None
+  if not isinstance(data, dict):
+    raise UserError(f"{path} holds a {type(data).__name__}, not the object depthscale "
+                    "writes; restore it, or use a new --workdir")
+  return data
 
 
 def read_config(workdir: str) -> dict | None:
@@ -81,12 +147,21 @@ def write_config(workdir: str, text: str) -> None:
 
 def read_plan(workdir: str) -> dict | None:
   """plan.json (None: no worker has frozen the plan yet); a one-line UserError if it
-  does not parse."""
-  try:
-    return read_json(workdir, "plan.json")
-  except (ValueError, UnicodeDecodeError) as e:
-    raise UserError(f"{workdir}/plan.json does not match the study ({e}); use a new "
-                    "--workdir") from None
+  does not parse or lacks its groups."""
+  data = read_json(workdir, "plan.json")
+  groups = None if data is None else data.get("groups")
+  if data is not None and not (isinstance(groups, list) and all(
+      isinstance(g, dict) and isinstance(g.get("id"), str) and isinstance(g.get("cells"), list)
+      for g in groups)):
+    raise UserError(f"{workdir}/plan.json is not a depthscale plan (no list of groups with "
+                    "id and cells); restore it, or use a new --workdir")
+  return data
+
+
+def plan_groups(workdir: str) -> dict[str, list[str]] | None:
+  """{group id: its models' keys} of plan.json, in the plan's order (None: no plan)."""
+  data = read_plan(workdir)
+  return None if data is None else {g["id"]: list(g["cells"]) for g in data["groups"]}
 
 
 def write_plan_once(workdir: str, text: str) -> bool:
@@ -106,7 +181,6 @@ def write_plan_once(workdir: str, text: str) -> bool:
 
 def group_path(workdir: str, group_id: str) -> str:
   return os.path.join(workdir, "groups", f"{group_id}.json")
-
 
 def is_done(workdir: str, group_id: str) -> bool:
   """True once the group's results are written (a group is finished exactly then)."""
@@ -143,7 +217,8 @@ def read_group(path: str) -> dict:
   except (ValueError, UnicodeDecodeError) as e:
     raise UserError(f"{path} is corrupt ({getattr(e, 'msg', e)}); it is left as it is: "
                     "restore it, or move it aside to retrain that group") from None
-  if not isinstance(data, dict) or "rows" not in data:
+  if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or not all(
+      isinstance(r, dict) for r in data["rows"]):
     raise UserError(f"{path} is not a depthscale group result; restore it, or move it "
                     "aside to retrain that group")
   if data.get("format", 1) != FORMAT:
@@ -153,15 +228,40 @@ def read_group(path: str) -> dict:
   return data
 
 
-def read_groups(workdir: str) -> dict[str, dict]:
-  """{group id: its file, checked}, in id order."""
-  return {os.path.basename(p)[:-5]: read_group(p)
-          for p in sorted(glob.glob(os.path.join(workdir, "groups", "*.json")))}
+def check_members(path: str, data: dict, models: list[str]) -> None:
+  """A one-line UserError unless the group file holds one row for each of `models` (the
+  plan's members of its group), and nothing else."""
+  got = sorted(str(r.get("model")) for r in data["rows"])
+  if got != sorted(models):
+    raise UserError(f"{path} holds other models than its group in plan.json ({len(got)} rows "
+                    f"for {len(models)} models); move it aside to retrain that group")
+
+
+def read_groups(workdir: str) -> tuple[dict[str, dict], list[str]]:
+  """({group id: its file, checked} of the plan's finished groups, in the plan's order;
+  the paths of group files that are not groups of the plan, which no result counts).
+  Each model of the study is in exactly one plan group, so no model is counted twice."""
+  plan = plan_groups(workdir) or {}
+  paths = {os.path.basename(p)[:-5]: p
+           for p in sorted(glob.glob(os.path.join(workdir, "groups", "*.json")))}
+  out = {}
+  for gid, models in plan.items():
+    if gid in paths:
+      out[gid] = read_group(paths[gid])
+      check_members(paths[gid], out[gid], models)
+  return out, sorted(p for gid, p in paths.items() if gid not in plan)
+
+
+def say_ignored(stray: list[str]) -> None:
+  if stray:
+    names = ", ".join(os.path.basename(p) for p in stray[:3]) + (", ..." if stray[3:] else "")
+    print(f"depthscale: ignoring {len(stray)} group file(s) not in this workdir's plan.json "
+          f"({names}); move them out of groups/", file=sys.stderr)
 
 
 def merge_results(workdir: str) -> list[dict]:
-  """Every finished group's rows, sorted, written to results.csv; returns them."""
-  rows = [r for g in read_groups(workdir).values() for r in g["rows"]]
+  """The rows of the plan's finished groups, sorted, written to results.csv; returns them."""
+  rows = [r for g in read_groups(workdir)[0].values() for r in g["rows"]]
   rows.sort(key=lambda r: (r["length"], r["depth"], r["repeats"], r["width"], r["lr"],
                            r["seed"]))
   write_results_csv(workdir, rows)

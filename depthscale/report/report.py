@@ -1,6 +1,6 @@
 """A sweep's report: reads a workdir's files, writes fits.json, report.md and plots/*.png.
 
-Works from results.csv, groups/*.json and config.json only; never imports jax, core/ or
+Works from results.csv, the plan's groups/<id>.json and config.json only; never imports jax, core/ or
 model/. The plots are drawn by plots.py; every write is atomic (plots.atomic).
 """
 from __future__ import annotations
@@ -19,8 +19,11 @@ MODEL_COLS = ("task", "depth", "width", "heads", "lr", "length", "repeats", "see
 def load_workdir(workdir: str) -> dict:
   """config, rows, groups (with id) and where the rows came from; groups/ preferred
   (typed, and in step with their curves), results.csv otherwise (io/workdir.py reads)."""
+  workdir_lib.check_contents(workdir)  # damaged or foreign files: one line naming them
   config = workdir_lib.read_config(workdir) or {}
-  groups = [{**g, "id": gid} for gid, g in workdir_lib.read_groups(workdir).items()]
+  found, stray = workdir_lib.read_groups(workdir)  # the plan's groups only
+  workdir_lib.say_ignored(stray)
+  groups = [{**g, "id": gid} for gid, g in found.items()]
   csv_rows = workdir_lib.read_results_csv(workdir)
   if groups:
     rows, source = [r for g in groups for r in g["rows"]], "groups/*.json"

@@ -4,8 +4,8 @@ A workdir keeps its config (config.json); a rerun with a different study is refu
 Any number of workers (processes, SLURM array tasks, hosts) share one workdir: each pulls
 the largest group that is neither finished (groups/<id>.json) nor leased by a live
 worker (io/leases.py), trains it from its latest checkpoint, and takes the next, until
-every group is finished. SIGTERM and SIGUSR2 save a checkpoint at the current step within
-seconds and exit cleanly (or hand over to a host's own handler, such as submitit's).
+every group is finished. SIGTERM, SIGUSR2 and Ctrl-C save a checkpoint at the current step
+within seconds and exit cleanly (or hand over to a host's own handler, such as submitit's).
 The worker loop only: the study comes resolved (sweep/study.py), the plan frozen
 (sweep/plan_file.py), files through io/workdir.py, W&B through sweep/tracking.py.
 """
@@ -27,8 +27,9 @@ from depthscale.sweep.train_group import Hooks, Interrupted, train_group
 
 
 class StopFlag:
-  """Set by SIGTERM / SIGUSR2 while installed; remembers the signal and the handler it
-  replaced, so that a host's handler (submitit's requeue) runs once the state is saved."""
+  """Set by SIGTERM / SIGUSR2 / SIGINT (Ctrl-C) while installed; remembers the signal and
+  the handler it replaced, so that a host's handler (submitit's requeue) runs once the
+  state is saved. Ctrl-C exits 130 after the checkpoint, like a shell's interrupted job."""
 
   def __init__(self):
     self.set = False
@@ -39,13 +40,19 @@ class StopFlag:
     self.set, self.signum = True, signum
 
   def install(self):
-    for s in (signal.SIGTERM, signal.SIGUSR2):
+    for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
       self.previous[s] = signal.signal(s, self)
     return self
+
+  def uninstall(self) -> None:
+    for s, handler in self.previous.items():
+      signal.signal(s, handler)
 
   def hand_over(self) -> None:
     """Call the replaced handler of the signal received, if it was a Python one (submitit:
     checkpoint() and requeue); then exit 0."""
+    if self.signum == signal.SIGINT:
+      raise SystemExit(130)  # not Python's handler: its KeyboardInterrupt is a traceback
     prev = self.previous.get(self.signum)
     if callable(prev):
       prev(self.signum, None)
@@ -112,6 +119,7 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   study_lib.claim_workdir(study, workdir)
   devs = list(devices or jax.local_devices())
   groups = plan_file.freeze_plan(study, workdir, devs)
+  workdir_lib.say_ignored(workdir_lib.read_groups(workdir)[1])  # never counted
   size = len(plan.slot_of(devs, groups))
   slots = [devs[i:i + size] for i in range(0, len(devs), size)]
   stop = StopFlag().install() if signals else StopFlag()
@@ -136,30 +144,33 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
           with summary:
             tracking.refresh_summary(workdir, tracker)
 
-  if len(slots) == 1:
-    try:
-      serve(slots[0])
-    except Stopped:
-      stop.hand_over()
-  else:
-    errors = []
-    def guarded(slot):
+  try:
+    if len(slots) == 1:
       try:
-        serve(slot)
-      except BaseException as e:  # re-raised in the main thread below
-        errors.append(e)
-        stop.set = stop.set or not isinstance(e, Stopped)  # a bug stops the other slots
-    threads = [threading.Thread(target=guarded, args=(sl,), daemon=True) for sl in slots]
-    for t in threads:
-      t.start()
-    for t in threads:
-      while t.is_alive():
-        t.join(0.2)  # the main thread stays free to take signals
-    bugs = [e for e in errors if not isinstance(e, Stopped)]
-    if bugs:
-      raise bugs[0]
-    if errors:
-      stop.hand_over()
+        serve(slots[0])
+      except Stopped:
+        stop.hand_over()
+    else:
+      errors = []
+      def guarded(slot):
+        try:
+          serve(slot)
+        except BaseException as e:  # re-raised in the main thread below
+          errors.append(e)
+          stop.set = stop.set or not isinstance(e, Stopped)  # a bug stops the other slots
+      threads = [threading.Thread(target=guarded, args=(sl,), daemon=True) for sl in slots]
+      for t in threads:
+        t.start()
+      for t in threads:
+        while t.is_alive():
+          t.join(0.2)  # the main thread stays free to take signals
+      bugs = [e for e in errors if not isinstance(e, Stopped)]
+      if bugs:
+        raise bugs[0]
+      if errors:
+        stop.hand_over()
+  finally:
+    stop.uninstall()  # Ctrl-C is KeyboardInterrupt again after the run
   rows = workdir_lib.merge_results(workdir)
   if trained and report:
     wall = time.perf_counter() - wall0

@@ -18,6 +18,7 @@ from depthscale.sweep import plan, plan_file, study as study_lib
 
 def status(workdir: str, now: float | None = None) -> dict:
   study = study_lib.load_saved(workdir)
+  workdir_lib.check_contents(workdir)  # damaged files: one line, before reading them
   c = study.config
   if workdir_lib.read_plan(workdir) is not None:  # the plan its workers share
     groups = plan_file.load_plan(study, workdir)
@@ -38,7 +39,7 @@ def status(workdir: str, now: float | None = None) -> dict:
       if rec is not None and st != "free":
         rate, step = rec.get("steps_per_s"), rec.get("step")
         row.update(holder=rec.get("owner"), host=rec.get("host"), pid=rec.get("pid"),
-                   step=step, steps_per_s=rate, lease_age_s=now - rec["heartbeat"],
+                   step=step, steps_per_s=rate, lease_age_s=now - rec.get("heartbeat", now),
                    lease_generation=gen,
                    eta_s=(c.train.steps - step) / rate if rate and step is not None else None)
     out.append(row)

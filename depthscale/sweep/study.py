@@ -19,8 +19,9 @@ from depthscale.core import train
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import grid, plan
 
-# Fields that may change between runs of one workdir without changing its results.
-NON_IDENTITY = ("wandb", "plan", "checkpoint_every", "paper_fit", "name", "lease_s", "report")
+# Fields that may change between runs of one workdir without changing its results. The
+# plan is not among them: its grouping decides which group file holds which model.
+NON_IDENTITY = ("wandb", "checkpoint_every", "paper_fit", "name", "lease_s", "report")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,10 +111,7 @@ def claim_workdir(study: Study, workdir: str) -> None:
   if saved is None:
     workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
     return
-  old = config_lib.defaults()  # fields added since the workdir was made: their defaults
-  with old.unlocked():
-    old.update(saved)
-  old = json.loads(old.to_json_best_effort())
+  old = json.loads(saved_config(workdir, saved).to_json_best_effort())
   new = json.loads(c.to_json_best_effort())
   diff = sorted(k for k in set(identity(c)) | {k for k in old if k not in NON_IDENTITY}
                 if old.get(k) != new.get(k))
@@ -131,7 +129,19 @@ def load_saved(workdir: str) -> Study:
   if saved is None:
     raise config_lib.ConfigError(f"{workdir!r} is not a depthscale workdir (no config.json); "
                                  "give the --workdir of a run")
+  return resolve(saved_config(workdir, saved))
+
+
+def saved_config(workdir: str, saved: dict) -> ml_collections.ConfigDict:
+  """config.json over the defaults (fields added since the workdir was made: their
+  defaults); a one-line ConfigError if it is not a study this version can read."""
   c = config_lib.defaults()
-  with c.unlocked():
-    c.update(ml_collections.ConfigDict(saved))
-  return resolve(c)
+  try:
+    with c.unlocked():
+      c.update(ml_collections.ConfigDict(saved))
+  except (TypeError, ValueError, AttributeError, KeyError) as e:
+    raise config_lib.ConfigError(f"{workdir}/config.json is not a study this version of "
+                                 f"depthscale reads ({' '.join(str(e).split())}); restore "
+                                 "it, or use a new --workdir") from None
+  config_lib.check_fields(c, config_lib.defaults(), f"{workdir}/config.json")
+  return c
