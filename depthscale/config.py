@@ -1,8 +1,7 @@
 """Study configs: defaults, loading `file.py[:arg]` with `--config.a.b=v` overrides, and
-unknown fields refused in one line; `validate` (config_checks.py) checks every value.
+unknown fields refused in one line (config_checks.validate checks every value).
 
-Imports depthscale.errors (and config_checks, which imports tasks/); never model/, core/
-or sweep/.
+Imports depthscale.errors only; never tasks/, model/, core/ or sweep/.
 """
 from __future__ import annotations
 
@@ -200,9 +199,3 @@ def apply_override(c: ml_collections.ConfigDict, text: str) -> None:
     except (TypeError, ValueError):  # ml_collections refuses a value of another type
       raise ConfigError(f"--config.{key}: {raw!r} is not of type {type(old).__name__}, like its "
                         f"default {old!r}") from None
-
-
-def validate(c: ml_collections.ConfigDict):
-  """Check every field a user sets; returns the task (config_checks.py)."""
-  from depthscale import config_checks
-  return config_checks.validate(c)
