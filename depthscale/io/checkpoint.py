@@ -23,6 +23,9 @@ import orbax.checkpoint as ocp
 from depthscale.errors import UserError
 
 
+SLACK_BYTES = 1 << 20  # metadata and filesystem blocks on top of the arrays' bytes
+
+
 class GroupCheckpoints:
   def __init__(self, directory: str, max_to_keep: int = 2):
     me = jax.process_index()
@@ -37,18 +40,27 @@ class GroupCheckpoints:
             multiprocessing_options=alone))
 
   def save(self, step: int, tree) -> None:
+    host = jax.device_get(tree)
+    need = sum(getattr(x, "nbytes", 8) for x in jax.tree.leaves(host)) + SLACK_BYTES
+    free = shutil.disk_usage(self.manager.directory).free
+    if free < need:  # before orbax starts: its own failure is tracebacks from threads
+      raise self._full(step, f"{free / 2**20:.1f} MiB free, {need / 2**20:.1f} MiB needed")
     try:
-      self.manager.save(step, args=ocp.args.StandardSave(jax.device_get(tree)))
+      self.manager.save(step, args=ocp.args.StandardSave(host))
       self.manager.wait_until_finished()
     except Exception as e:  # noqa: BLE001 -- re-raised unless the disk is full
       if not disk_full(e):
         raise
-      kept = self.manager.latest_step()
       clean_temporary(str(self.manager.directory))
-      raise UserError(
-          f"No space left on the device while saving the step-{step} checkpoint in "
-          f"{self.manager.directory}; the step-{kept} checkpoint is kept. Free space and "
-          "rerun the same command to resume from it") from None
+      raise self._full(step, "the disk filled up during the save") from None
+
+  def _full(self, step: int, why: str) -> UserError:
+    kept = self.manager.latest_step()
+    then = (f"the step-{kept} checkpoint is kept: free space and rerun the same command to "
+            "resume from it") if kept is not None else (
+            "no earlier checkpoint: free space and rerun the same command")
+    return UserError(f"No space left on the device for the step-{step} checkpoint in "
+                     f"{self.manager.directory} ({why}); {then}")
 
   def restore_latest(self, like):
     """(step, tree) of the newest checkpoint that restores, or (None, None)."""
