@@ -138,3 +138,17 @@ def test_a_dead_holder_on_this_host_is_stale_at_once(tmp_path):
   child.wait()
   b = Lease(str(tmp_path), "g", lease_s=600)
   assert b.acquire() and b.took_over["pid"] == child.pid
+
+
+def test_a_heartbeat_from_the_future_is_not_held_forever(tmp_path):
+  """A record whose heartbeat lies further ahead than lease_s (a damaged file, a clock set
+  wrong) is stale, not held until that time comes."""
+  a = Lease(str(tmp_path), "g", lease_s=60)
+  assert a.acquire()
+  rec = json.load(open(a.path))
+  rec.update(heartbeat=time.time() + 10 * 365 * 86400, pid=None)
+  json.dump(rec, open(a.path, "w"))
+  assert leases.state(rec, 60) == "stale"
+  assert leases.state(dict(rec, heartbeat=time.time() + 30), 60) == "held"  # skew < lease_s
+  b = Lease(str(tmp_path), "g", lease_s=60)
+  assert b.acquire() and b.took_over["heartbeat"] == rec["heartbeat"]
