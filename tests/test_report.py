@@ -46,8 +46,11 @@ def _write_workdir(path, rows, config, groups=True, csv_file=True):
       writer.writerows(rows)
   if not groups:
     return
+  plan = []  # a group per depth, as plan.json lists them (results are the plan's groups)
   for d in sorted({r["depth"] for r in rows}):
-    members = [r for r in rows if r["depth"] == d]
+    members = [dict(r, model=f"d{r['depth']}-w{r['width']}-s{r['seed']}") for r in rows
+               if r["depth"] == d]
+    plan.append({"id": f"d{d}", "cells": [r["model"] for r in members]})
     length = members[0]["length"]
     pos = np.arange(length)
     acc = [np.where(pos < r["n_star"], 1.0, 0.5 + 0.4 * np.exp(-(pos - r["n_star"]))).tolist()
@@ -60,6 +63,7 @@ def _write_workdir(path, rows, config, groups=True, csv_file=True):
     group = {"rows": members, "curves": {"loss": loss, "accuracy": loss, "step": steps},
              "per_position_acc": acc, "format": workdir_lib.FORMAT}
     (path / "groups" / f"d{d}.json").write_text(json.dumps(group))
+  (path / "plan.json").write_text(json.dumps({"groups": plan}))
 
 
 def _is_png(path):
