@@ -280,3 +280,38 @@ def test_a5_over_generators_beside_its_controls(tmp_path):
     expect = gain(mine) > gain(theirs) and theirs[1] >= mine[1]
     assert claim["holds"] == expect, (name, mine, theirs, claim)
     assert f"gain {gain(theirs)}" in claim["measured"]
+
+
+def test_each_claim_kind_holds_and_fails_on_rows_worked_out_here():
+  """Every kind in claims.KINDS, on both sides, the expected verdicts worked out by hand
+  (a check that always answered False, or always True, fails here)."""
+  rows = [_row(depth=d, seed=s, eval_loss=l) for d, s, l in
+          [(1, 0, 0.9), (1, 1, 0.8), (2, 0, 0.75), (2, 1, 0.72)]]
+  assert _check(dict(kind="loss_above", value=0.7), rows)["holds"]        # lowest 0.72 > 0.7
+  assert not _check(dict(kind="loss_above", value=0.73), rows)["holds"]   # 0.72 < 0.73
+  assert not _check(dict(kind="loss_below", value=0.7), rows)["holds"]    # none below 0.7
+  assert _check(dict(kind="loss_below", value=0.73), rows)["holds"]       # depth 2: 0.72
+  # partial losses: x_1 below 0.5 at step 20, x_2 at step 30 (chain order), for both models
+  group = {"rows": [_row(), _row(seed=1)],
+           "curves": {"step": [10, 20, 30],
+                      "partial_loss_1": [[0.9, 0.4, 0.1], [0.9, 0.3, 0.2]],
+                      "partial_loss_2": [[0.9, 0.8, 0.3], [0.9, 0.6, 0.4]]}}
+  got = _check(dict(kind="partials_in_order"), [], [group])
+  assert got["holds"] and got["measured"].startswith("2 of 2 models")
+  never = {**group, "curves": {**group["curves"], "partial_loss_2": [[0.9] * 3, [0.9] * 3]}}
+  assert not _check(dict(kind="partials_in_order"), [], [never])["holds"]  # none crossed two
+  # fit_slope_positive: the lower end of the slope's 95% interval decides
+  def fit(lo, hi):
+    return {"depth_vs_log2_nstar": {"best": {"slope": (lo + hi) / 2, "r2": 0.9,
+                                             "ci95": {"slope": [lo, hi]}}}}
+  slope = dict(kind="fit_slope_positive", axis="depth")
+  held = _check(slope, rows, fit=fit(0.4, 1.2))
+  assert held["holds"] and "slope 0.8, 95% CI [0.4, 1.2]" in held["measured"]
+  assert not _check(slope, rows, fit=fit(-0.1, 1.7))["holds"]   # the interval holds 0
+  assert not _check(slope, rows, fit=fit(-2.0, -0.5))["holds"]  # a negative slope
+  no_fit = _check(slope, rows, fit={"depth_vs_log2_nstar": {"best": {"error": "one depth"}}})
+  assert not no_fit["holds"] and "one depth" in no_fit["measured"]
+  assert not _check(slope, rows, fit={})["holds"]                # no depth fit at all
+  assert set(claims.KINDS) == {"loss_above", "loss_below", "partials_in_order", "improves",
+                               "khop_bound", "fit_slope_positive", "more_than_companion",
+                               "beats_companion"}  # a new kind needs rows here too
