@@ -36,7 +36,7 @@ def run_mixed(devices: int | None = None, dtype: str = "float32",
   if dtype not in bench.DTYPES:
     raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(bench.DTYPES)}")
   start, p = time.perf_counter(), MIXED
-  task, specs = tasks.make(TASK, **TASK_OPTIONS), mixed_specs()
+  task, specs = tasks.make(TASK, **TASK_OPTIONS), mixed_specs(p)
   n = len(specs)
   devs = bench.resolve_devices(devices, n)
   per_depth = len(MIXED_SEEDS) * len(MIXED_LRS)

@@ -1,0 +1,54 @@
+"""Every bench preset through `depthscale bench --preset P --json F`, on its success path,
+at a tiny size (the presets' shapes and step counts shrunk in-process; the CLI's code,
+its summary line and the JSON are the real ones). No timing is asserted, only that the
+command ends well, prints its summary and writes finite, positive figures."""
+import dataclasses
+import json
+import math
+
+import pytest
+
+from depthscale import bench, bench_mixed, cli, devices
+
+TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_steps=2,
+            rounds=1, models_per_chunk=0)
+
+
+@pytest.fixture
+def tiny_presets(monkeypatch):
+  for name in bench.PRESETS:
+    monkeypatch.setitem(bench.PRESETS, name, bench.Preset(**TINY))
+  monkeypatch.setattr(bench_mixed, "MIXED", dataclasses.replace(
+      bench.Preset(**TINY), depth=2, sequential_steps=0))
+  monkeypatch.setattr(bench_mixed, "MIXED_DEPTHS", (1, 2))
+  monkeypatch.setattr(bench_mixed, "MIXED_SEEDS", (0,))
+  monkeypatch.setattr(bench_mixed, "MIXED_LRS", (1e-3, 3e-3))
+  monkeypatch.setattr(devices, "probe_size", lambda _platform: 64)
+
+
+def _positive(x):
+  return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+@pytest.mark.parametrize("preset", bench.PRESET_NAMES)
+def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys):
+  out = tmp_path / "bench.json"
+  assert cli.main(["bench", "--preset", preset, "--json", str(out), "--models", "4",
+                   "--devices", "1"]) == 0
+  last = capsys.readouterr().out.strip().splitlines()[-1]
+  assert last.endswith(f"wrote {out}"), last
+  got = json.loads(out.read_text())
+  if preset == "mixed":
+    for way in ("compact", "pad", "bucket"):
+      assert _positive(got[way]["model_steps_per_s"]), got[way]
+      assert f"{way} {got[way]['model_steps_per_s']:.1f}" in last
+    assert _positive(got["compact_over_pad"]) and _positive(got["compact_over_bucket"])
+    assert got["layers"]["useful"] == (1 + 2) * 2  # depths 1-2, 2 models per depth
+    assert got["layers"]["pad"] == 2 * 4           # 4 models padded to depth 2
+  else:
+    e, s = got["engine"], got["sequential"]
+    for x in (e["model_steps_per_s"], e["gflops"], s["model_steps_per_s"], s["gflops"],
+              got["engine_over_sequential"], got["matmul_peak_gflops"]):
+      assert _positive(x), got
+    assert f"engine {e['model_steps_per_s']:.1f} model-steps/s" in last
+    assert f"ratio {got['engine_over_sequential']:.2f}" in last
