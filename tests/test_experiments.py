@@ -1,5 +1,6 @@
 """Every study config loads, validates and plans; its smoke variant is small but real."""
 import glob
+import math
 import os
 
 import pytest
@@ -27,7 +28,10 @@ def test_config_plans_and_smoke_is_small(path):
   for arg in ARGS.get(os.path.basename(path), [None]):
     full = config.load(path + (f":{arg}" if arg else ""))
     _, groups = planned(full)
-    assert groups
+    keys = [c.key for g in groups for c in g.cells]
+    grid = full.grid  # every model of the grid planned once: the product of its axes
+    axes = (grid.depth, grid.width, grid.seed, grid.lr, grid.length, grid.repeats)
+    assert len(keys) == len(set(keys)) == math.prod(len(a) for a in axes)
     smoke_arg = f"{arg},smoke" if arg else "smoke"
     smoke = config.load(f"{path}:{smoke_arg}")
     _, groups = planned(smoke)
