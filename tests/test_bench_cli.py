@@ -9,6 +9,7 @@ import math
 import pytest
 
 from depthscale import bench, bench_mixed, cli, devices
+from depthscale.cli import app
 
 TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_steps=2,
             rounds=1, models_per_chunk=0)
@@ -24,6 +25,9 @@ def tiny_presets(monkeypatch):
   monkeypatch.setattr(bench_mixed, "MIXED_SEEDS", (0,))
   monkeypatch.setattr(bench_mixed, "MIXED_LRS", (1e-3, 3e-3))
   monkeypatch.setattr(devices, "probe_size", lambda _platform: 64)
+  # not the split into one device per core: set before JAX starts in this test process,
+  # it would give every later test in it 2 devices (tests/test_cli.py tests the split)
+  monkeypatch.setattr(app, "split_host_into_cores", lambda: None)
 
 
 def _positive(x):
