@@ -59,8 +59,11 @@ def group_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, devices=None):
     return step_M
   by_model = jax.sharding.PartitionSpec("models")
   mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
+  # check_vma=False: each device's models are independent (no collective in the step), and
+  # with the check on, a task's scan whose carry starts from a constant (khop's hop loop, a
+  # user's sampler) fails to trace: its carry turns "varying over models" in the body.
   return jax.shard_map(step_M, mesh=mesh, in_specs=(by_model,) * 3,
-                       out_specs=(by_model, by_model))
+                       out_specs=(by_model, by_model), check_vma=False)
 
 
 def chunk_size(m: int, models_per_chunk: int) -> int:
