@@ -132,7 +132,17 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
   check_fields(c, defaults(), spec)
   for o in overrides or []:
     apply_override(c, o)
+  anchor_task_file(c, os.path.dirname(os.path.abspath(path)))
   return c
+
+
+def anchor_task_file(c: ml_collections.ConfigDict, base: str) -> None:
+  """A task given as `relative/file.py:Class` (tasks/sources.py) is read from the config
+  file's directory `base`: made absolute here, so config.json, later commands and other
+  workers find the same file whatever their working directory."""
+  where, colon, name = c.task.rpartition(":") if isinstance(c.task, str) else ("", "", "")
+  if colon and where.endswith(".py") and not os.path.isabs(os.path.expanduser(where)):
+    c.task = os.path.normpath(os.path.join(base, where)) + ":" + name
 
 
 def merge(node: ml_collections.ConfigDict, user, where: str, prefix: str = "") -> None:

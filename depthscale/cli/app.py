@@ -1,5 +1,5 @@
 """The `depthscale` command line: the argparse tree, main() and its exit codes, and the
-tasks / devices / bench handlers (the sweep's are in cli/sweep.py).
+devices / bench handlers (the sweep's are in cli/sweep.py, the tasks' in cli/tasks_cmd.py).
 
 Every user error (errors.UserError) ends as one line `depthscale: error: ...` on stderr
 and exit status 2; anything else is a bug and keeps its traceback. No training logic;
@@ -12,100 +12,21 @@ import errno
 import json
 import os
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
-from depthscale import bench, bench_mixed, devices, tasks
+from depthscale import bench, bench_mixed, devices
 from depthscale.cli import sweep as sweep_commands
-from depthscale.cli.common import UsageError, check_writable, one_line, parse_value, write_json
+from depthscale.cli import tasks_cmd as tasks_commands
+from depthscale.cli.common import UsageError, check_writable, one_line, write_json
 from depthscale.errors import UserError
 from depthscale.sweep.study import reproducible_xla
 
 PROG = "depthscale"
-WRAP = 100  # columns before a printed list wraps
 
 
 class _Parser(argparse.ArgumentParser):
   def error(self, message: str):
     raise UsageError(message)
-
-
-def parse_task_options(extras: Sequence[str]) -> dict[str, Any]:
-  """`--key=value` (or `--key value`) pairs left over by argparse, as task options."""
-  options, i = {}, 0
-  while i < len(extras):
-    arg = extras[i]
-    if not arg.startswith("--") or arg == "--":
-      raise UsageError(f"unexpected argument {arg!r}; task options look like --key=value")
-    key, eq, value = arg[2:].partition("=")
-    if not eq:
-      if i + 1 >= len(extras) or extras[i + 1].startswith("--"):
-        raise UsageError(f"task option --{key} needs a value: write --{key}=VALUE")
-      value, i = extras[i + 1], i + 1
-    if not key:
-      raise UsageError(f"bad task option {arg!r}; write --key=value")
-    options[key.replace("-", "_")] = parse_value(value)
-    i += 1
-  return options
-
-
-def format_value(value: Any) -> str:
-  """Plain rendering: floats to 2 decimals, lists as [a, b], tuples as (a, b)."""
-  if isinstance(value, bool) or value is None:
-    return str(value)
-  if isinstance(value, float):
-    return f"{value:.2f}"
-  if isinstance(value, list):
-    return "[" + ", ".join(format_value(v) for v in value) + "]"
-  if isinstance(value, tuple):
-    return "(" + ", ".join(format_value(v) for v in value) + ")"
-  return str(value)
-
-
-def format_field(key: str, value: Any, width: int = WRAP) -> str:
-  """`key: value`, a long list wrapped between its items with a hanging indent."""
-  head = f"{key}: "
-  if not isinstance(value, list) or len(head) + len(format_value(value)) <= width:
-    return head + format_value(value)
-  items = [format_value(v) for v in value]
-  indent = " " * (len(head) + 1)
-  lines, line = [], head + "[" + items[0]
-  for item in items[1:]:
-    if len(line) + len(item) + 3 > width:
-      lines.append(line + ",")
-      line = indent + item
-    else:
-      line += ", " + item
-  return "\n".join(lines + [line + "]"])
-
-
-def format_example(example: dict[str, Any]) -> str:
-  return "\n".join(format_field(k, v) for k, v in example.items())
-
-
-def cmd_tasks_list(args, extras) -> int:
-  width = max(len(name) for name in tasks.REGISTRY)
-  for name in sorted(tasks.REGISTRY):
-    doc = (tasks.REGISTRY[name].__doc__ or "").strip().splitlines()
-    print(f"{name:<{width}}  {doc[0] if doc else ''}")
-  return 0
-
-
-def cmd_tasks_show(args, extras) -> int:
-  options = parse_task_options(extras)
-  if not 1 <= args.n <= 1000:
-    raise UsageError(f"-n must be a number of examples in [1, 1000], got {args.n}")
-  if not 0 <= args.seed < 2**32:
-    raise UsageError(f"--seed {args.seed}: give a seed in [0, 2^32) (JAX keeps 32 bits)")
-  task = tasks.make(args.name, **options)
-  length = task.default_length if args.length is None else args.length
-  task.check_length(length)  # before any JAX work
-  import jax  # deferred: listing and argument errors need no JAX runtime
-  batch = task.sample(jax.random.key(args.seed), args.n, length)
-  print(f"{task!r}: length {length}, seq_len {task.seq_len(length)}, seed {args.seed}")
-  for i in range(args.n):
-    print(f"\n# example {i}")
-    print(format_example(task.decode(batch, i)))
-  return 0
 
 
 def split_host_into_cores() -> None:
@@ -188,29 +109,14 @@ def cmd_devices(args, extras) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The command tree: tasks, bench, devices here; plan, run, status and report from
-  cli/sweep.add_commands."""
+  """The command tree: bench and devices here; tasks from cli/tasks_cmd.add_commands; plan,
+  run, status and report from cli/sweep.add_commands."""
   parser = _Parser(prog=PROG, description="Train grids of small transformers at once.",
                    allow_abbrev=False)
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                    parser_class=_Parser)
 
-  tasks_parser = commands.add_parser("tasks", help="list the tasks or show samples of one",
-                                     allow_abbrev=False)
-  task_commands = tasks_parser.add_subparsers(dest="tasks_command", metavar="{list,show}",
-                                              required=True, parser_class=_Parser)
-  listing = task_commands.add_parser("list", help="task names and one-line descriptions",
-                                     allow_abbrev=False)
-  listing.set_defaults(handler=cmd_tasks_list)
-  show = task_commands.add_parser(
-      "show", help="sample and print examples; unknown --key=value pairs are task options",
-      allow_abbrev=False)
-  show.add_argument("name", help="task name (see `depthscale tasks list`)")
-  show.add_argument("-n", type=int, default=3, help="number of examples (default 3)")
-  show.add_argument("--length", type=int, default=None,
-                    help="the task's size parameter (default: the task's default_length)")
-  show.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-  show.set_defaults(handler=cmd_tasks_show, accepts_options=True)
+  tasks_commands.add_commands(commands)
 
   bench_parser = commands.add_parser(
       "bench", help="engine vs one-model-at-a-time throughput and the matmul peak",

@@ -1,4 +1,5 @@
-"""Task library: `make(name, **options) -> Task`. See base.py for the contract."""
+"""Task library: `make(spec, **options) -> Task`. See base.py for the contract and
+sources.py for where a task may come from (built-in, entry point, file, module)."""
 from __future__ import annotations
 
 from depthscale.tasks.base import Batch, Task
@@ -6,6 +7,7 @@ from depthscale.tasks.khop import KHop
 from depthscale.tasks.reachability import Reachability
 from depthscale.tasks.retrieval import Retrieval
 from depthscale.tasks.word_problem import WordProblem
+from depthscale.tasks import sources
 from depthscale.errors import UserError
 
 REGISTRY: dict[str, type[Task]] = {
@@ -16,11 +18,30 @@ REGISTRY: dict[str, type[Task]] = {
 }
 
 
-def make(name: str, **options) -> Task:
-  """Build task `name` with `options`; a one-line ValueError on bad names or options."""
-  if name not in REGISTRY:
-    raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(REGISTRY))}")
-  return REGISTRY[name](**options)
+def make(spec: str, **options) -> Task:
+  """Build task `spec` (a name, FILE.py:CLASS or MODULE:CLASS) with `options`; a one-line
+  UserError on bad specs or options. A user's task that fails in its constructor is one
+  line too (naming the spec); a built-in's failure other than a UserError is a bug."""
+  cls = sources.find(spec, REGISTRY)
+  if spec in REGISTRY:
+    return cls(**options)
+  try:
+    return cls(**options)
+  except UserError:
+    raise
+  except Exception as e:
+    raise UserError(f"task {spec}: {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in options.items())})"
+                    f" failed: {type(e).__name__}: {e}") from None
 
 
-__all__ = ["Batch", "Task", "make", "REGISTRY"]
+def origin(spec: str) -> str:
+  """Where task `spec` comes from, in words."""
+  return sources.origin(spec, REGISTRY)
+
+
+def names() -> list[str]:
+  """Every task that has a name: the built-ins, then the installed entry points."""
+  return sorted(REGISTRY) + sorted(set(sources.entry_points()) - set(REGISTRY))
+
+
+__all__ = ["Batch", "Task", "make", "origin", "names", "REGISTRY"]

@@ -1,0 +1,248 @@
+"""The task contract (base.py), checked on sampled batches: `check(task, length)` returns
+one line per breach, each saying what to change (`depthscale tasks check`).
+
+Checked: the declared attributes; `sample` pure in its key (same key, same batch; another
+key, another batch), jittable and vmappable over keys with the eager results; shapes and
+dtypes against seq_len, output_dim and input_vocab / input_dim; inputs and targets in
+range; masks not empty; decode giving plain values that survive JSON; a claimed
+prefix_consistent against sampled batches (two examples, of this length or a shorter one,
+whose inputs agree on a prefix must agree on its targets); levels; one scalar per
+measure name. The cost of sampling against a training step is checked above (the CLI).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from depthscale.tasks.base import Batch, Task
+
+BATCH = 8              # the batch most checks sample
+PREFIX_BATCH = 2048    # examples per length in the prefix-consistency check
+
+
+def check(task: Task, length: int, seed: int = 0) -> list[str]:
+  """Every breach of the contract by `task` at size `length`, one line each ([] if none).
+  A check that cannot run because an earlier one failed is skipped, not reported twice."""
+  problems = _attributes(task)
+  if problems:
+    return problems
+  key = jax.random.key(seed)
+  try:
+    batch = task.sample(key, BATCH, length)
+  except Exception as e:
+    return [f"sample(key, {BATCH}, {length}) raised {_what(e)}; it must return a Batch"]
+  problems = _shapes(task, batch, length, BATCH)
+  if problems:
+    return problems
+  problems += _values(task, batch, length)
+  problems += _purity(task, key, batch, length)
+  problems += _decode(task, batch)
+  problems += _levels(task, batch)
+  problems += _measures(task, batch, length)
+  if task.prefix_consistent and not problems:
+    problems += _prefix(task, key, length)
+  return problems
+
+
+def _what(e: Exception) -> str:
+  return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
+def _attributes(task: Task) -> list[str]:
+  out = []
+  if getattr(task, "loss", None) not in ("xent", "mse"):
+    out.append(f"loss is {getattr(task, 'loss', None)!r}; set self.loss to 'xent' (class "
+               "targets) or 'mse' (float targets)")
+  vocab, dim = getattr(task, "input_vocab", "unset"), getattr(task, "input_dim", "unset")
+  if (vocab is None) == (dim is None) or vocab == "unset" or dim == "unset":
+    out.append(f"input_vocab={vocab!r}, input_dim={dim!r}: set exactly one (token ids: "
+               "input_vocab, an int >= 1; float features: input_dim) and the other to None")
+  for name, v in (("input_vocab", vocab), ("input_dim", dim)):
+    if v not in (None, "unset") and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+      out.append(f"{name}={v!r}: give an int >= 1")
+  if getattr(task, "scaled_by", None) not in ("n_star", "size", "loss"):
+    out.append(f"scaled_by={getattr(task, 'scaled_by', None)!r}: give 'n_star', 'size' or "
+               "'loss' (base.py says which)")
+  if not isinstance(getattr(task, "name", None), str):
+    out.append("name is not set: set self.name to a short string (it labels the results)")
+  return out
+
+
+def _shapes(task: Task, b: Any, length: int, n: int) -> list[str]:
+  if not isinstance(b, Batch):
+    return [f"sample returned {type(b).__name__}; return depthscale.tasks.Batch(inputs, "
+            "targets, mask)"]
+  t, out = task.seq_len(length), task.output_dim(length)
+  want_in = (n, t) if task.input_vocab else (n, t, task.input_dim)
+  want_tg = (n, t) if task.loss == "xent" else (n, t, out)
+  problems = []
+  for name, arr, shape, kinds in (
+      ("inputs", b.inputs, want_in, "i" if task.input_vocab else "f"),
+      ("targets", b.targets, want_tg, "i" if task.loss == "xent" else "f"),
+      ("mask", b.mask, (n, t), "b")):
+    shape_now, kind = tuple(np.shape(arr)), np.asarray(arr).dtype.kind
+    if shape_now != shape:
+      problems.append(f"{name} has shape {shape_now}, expected {shape} ([batch, "
+                      f"seq_len({length})={t}" + ("]" if len(shape) == 2 else ", features]")
+                      + "); fix sample or seq_len/output_dim/input_dim")
+    if kind != kinds:
+      want = {"i": "an int dtype (int32)", "f": "a float dtype (float32)", "b": "bool"}[kinds]
+      problems.append(f"{name} has dtype {np.asarray(arr).dtype}, expected {want}")
+  return problems
+
+
+def _values(task: Task, b: Batch, length: int) -> list[str]:
+  problems = []
+  inputs, targets, mask = np.asarray(b.inputs), np.asarray(b.targets), np.asarray(b.mask)
+  if task.input_vocab and (inputs.min() < 0 or inputs.max() >= task.input_vocab):
+    problems.append(f"inputs span {inputs.min()}..{inputs.max()}, outside 0..input_vocab-1 "
+                    f"= 0..{task.input_vocab - 1}; raise input_vocab or fix sample")
+  if not mask.any():
+    problems.append("mask is empty: no position counts in the loss; mark the positions "
+                    "that carry labels True")
+  elif not mask.any(axis=1).all():
+    problems.append(f"{int((~mask.any(axis=1)).sum())} of {len(mask)} examples have an "
+                    "empty mask (trained on nothing); give each example a labelled position")
+  if task.loss == "xent":
+    out = task.output_dim(length)
+    t = targets[mask] if mask.any() else targets
+    if t.size and (t.min() < 0 or t.max() >= out):
+      problems.append(f"targets at masked positions span {t.min()}..{t.max()}, outside "
+                      f"0..output_dim({length})-1 = 0..{out - 1}; raise output_dim or fix "
+                      "sample")
+  elif not np.isfinite(targets[mask]).all():
+    problems.append("targets at masked positions are not all finite")
+  if not task.input_vocab and not np.isfinite(inputs).all():
+    problems.append("inputs are not all finite")
+  return problems
+
+
+def _equal(a: Batch, b: Batch) -> bool:
+  return all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=x.dtype.kind == "f")
+             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def _purity(task: Task, key, batch: Batch, length: int) -> list[str]:
+  problems = []
+  if not _equal(task.sample(key, BATCH, length), batch):
+    problems.append("sample is not pure: the same key gave two different batches; draw all "
+                    "randomness from `key` with jax.random (no numpy/random/global state)")
+  if _equal(task.sample(jax.random.fold_in(key, 1), BATCH, length), batch):
+    problems.append("sample ignores its key: another key gave the same batch; draw the "
+                    "examples from `key` with jax.random")
+  try:
+    jitted = jax.jit(lambda k: task.sample(k, BATCH, length))(key)
+  except Exception as e:
+    return problems + [f"sample is not jittable ({_what(e)}); use jax.numpy on traced "
+                       "values, no Python branches or numpy on them"]
+  if not _equal(jitted, batch):
+    problems.append("sample under jax.jit differs from the eager call; keep it a pure "
+                    "function of (key, batch_size, length)")
+  keys = jax.random.split(key, 2)
+  try:
+    mapped = jax.vmap(lambda k: task.sample(k, BATCH, length))(keys)
+  except Exception as e:
+    return problems + [f"sample is not vmappable over keys ({_what(e)}); the engine samples "
+                       "every model's batch in one vmap"]
+  for i in range(2):
+    if not _equal(jax.tree.map(lambda x: x[i], mapped), task.sample(keys[i], BATCH, length)):
+      problems.append("sample under jax.vmap over keys differs from the per-key calls; "
+                      "keep it a pure function of its key")
+      break
+  return problems
+
+
+def _decode(task: Task, batch: Batch) -> list[str]:
+  for i in range(BATCH):
+    try:
+      d = task.decode(batch, i)
+      again = json.loads(json.dumps(d))
+    except Exception as e:
+      return [f"decode(batch, {i}) failed ({_what(e)}); return a dict of plain Python values "
+              "(int, float, bool, str, lists)"]
+    if not isinstance(d, dict) or again != _as_json(d):
+      return [f"decode(batch, {i}) is not a dict of plain values that survive JSON (got "
+              f"{type(d).__name__}); convert arrays with int()/float()/tolist()"]
+  return []
+
+
+def _as_json(v):
+  """`v` as JSON reads it back: tuples become lists (base.py allows either)."""
+  if isinstance(v, dict):
+    return {k: _as_json(x) for k, x in v.items()}
+  if isinstance(v, (list, tuple)):
+    return [_as_json(x) for x in v]
+  return v
+
+
+def _levels(task: Task, batch: Batch) -> list[str]:
+  try:
+    got = task.levels(batch)
+  except Exception as e:
+    return [f"levels(batch) raised {_what(e)}"]
+  if got is None:
+    return []
+  level, n = got
+  level = np.asarray(level)
+  if level.shape != (BATCH,) or level.dtype.kind != "i" or not isinstance(n, int):
+    return [f"levels returned shape {level.shape} {level.dtype}, {n!r}; return (int32 [B], "
+            "the number of levels L)"]
+  if level.min() < 0 or level.max() >= n:
+    return [f"levels span {level.min()}..{level.max()}, outside 0..{n - 1}"]
+  return []
+
+
+def _measures(task: Task, batch: Batch, length: int) -> list[str]:
+  names = tuple(task.measure_names(length))
+  out = jax.random.normal(jax.random.key(1), (BATCH, task.seq_len(length),
+                                              task.output_dim(length)))
+  try:
+    got = jax.jit(task.measures)(out, batch)
+  except Exception as e:
+    return [f"measures(out, batch) under jax.jit raised {_what(e)}"]
+  if not isinstance(got, dict) or tuple(sorted(got)) != tuple(sorted(names)):
+    return [f"measures returned {sorted(got) if isinstance(got, dict) else type(got).__name__}"
+            f", measure_names({length}) says {list(names)}; return one value per name"]
+  bad = [k for k, v in got.items() if np.shape(v) != ()]
+  if bad:
+    return [f"measures {', '.join(bad)} are not scalars (shape {np.shape(got[bad[0]])}); "
+            "return one number per measure for the whole batch"]
+  return []
+
+
+def _prefix(task: Task, key, length: int) -> list[str]:
+  """prefix_consistent=True claims the first seq_len(t) positions of a length-n example
+  are a length-t example. Checked where sampling gives evidence: examples (of length n,
+  or of a shorter length t) whose inputs agree on their first p positions must agree on
+  the targets there (masked positions of both)."""
+  if not task.input_vocab:
+    return []  # float inputs never collide: no evidence either way
+  shorter = max(1, length // 2)
+  pools = [(n, task.sample(jax.random.fold_in(key, 7 + i), PREFIX_BATCH, n))
+           for i, n in enumerate(sorted({length, shorter}))]
+  t_min = min(task.seq_len(n) for n in {length, shorter})
+  for p in range(1, t_min + 1):
+    seen: dict[bytes, tuple[np.ndarray, np.ndarray, int]] = {}
+    collisions = 0
+    for n, b in pools:
+      x, y, m = (np.asarray(a)[:, :p] for a in (b.inputs, b.targets, b.mask))
+      for i in range(len(x)):
+        k = x[i].tobytes()
+        if k not in seen:
+          seen[k] = (y[i], m[i], n)
+          continue
+        collisions += 1
+        y0, m0, n0 = seen[k]
+        both = m0 & m[i]
+        if (y0[both] != y[i][both]).any():
+          return [f"prefix_consistent=True is false: two sampled examples (at lengths {n0} "
+                  f"and {n}) share their first {p} inputs but differ in the targets "
+                  "there (labels depend on later positions or on the length); set "
+                  "prefix_consistent = False"]
+    if collisions == 0:
+      break  # longer prefixes collide even less
+  return []
