@@ -79,19 +79,21 @@ def _shapes(task: Task, b: Any, length: int, n: int) -> list[str]:
   t, out = task.seq_len(length), task.output_dim(length)
   want_in = (n, t) if task.input_vocab else (n, t, task.input_dim)
   want_tg = (n, t) if task.loss == "xent" else (n, t, out)
-  problems = []
+  problems, shapes = [], []
   for name, arr, shape, kinds in (
       ("inputs", b.inputs, want_in, "i" if task.input_vocab else "f"),
       ("targets", b.targets, want_tg, "i" if task.loss == "xent" else "f"),
       ("mask", b.mask, (n, t), "b")):
     shape_now, kind = tuple(np.shape(arr)), np.asarray(arr).dtype.kind
     if shape_now != shape:
-      problems.append(f"{name} has shape {shape_now}, expected {shape} ([batch, "
-                      f"seq_len({length})={t}" + ("]" if len(shape) == 2 else ", features]")
-                      + "); fix sample or seq_len/output_dim/input_dim")
+      shapes.append(f"{name} has shape {shape_now}, expected {shape}")
     if kind != kinds:
       want = {"i": "an int dtype (int32)", "f": "a float dtype (float32)", "b": "bool"}[kinds]
       problems.append(f"{name} has dtype {np.asarray(arr).dtype}, expected {want}")
+  if shapes:  # one line: a wrong seq_len puts every array off by the same amount
+    problems.insert(0, f"{'; '.join(shapes)} ([batch, seq_len({length})={t}], then "
+                    f"input_dim / output_dim({length})={out} for float arrays); fix sample or "
+                    "seq_len / output_dim / input_dim")
   return problems
 
 
@@ -127,10 +129,10 @@ def _equal(a: Batch, b: Batch) -> bool:
 
 
 def _purity(task: Task, key, batch: Batch, length: int) -> list[str]:
-  problems = []
-  if not _equal(task.sample(key, BATCH, length), batch):
-    problems.append("sample is not pure: the same key gave two different batches; draw all "
-                    "randomness from `key` with jax.random (no numpy/random/global state)")
+  problems: list[str] = []
+  if not _equal(task.sample(key, BATCH, length), batch):  # jit and vmap would differ too
+    return ["sample is not pure: the same key gave two different batches; draw all "
+            "randomness from `key` with jax.random (no numpy/random/global state)"]
   if _equal(task.sample(jax.random.fold_in(key, 1), BATCH, length), batch):
     problems.append("sample ignores its key: another key gave the same batch; draw the "
                     "examples from `key` with jax.random")
