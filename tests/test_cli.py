@@ -73,10 +73,12 @@ def test_show_options_and_rounding(capsys):
 def test_tasks_list_names_every_task(capsys):
   rc, out, err = run_main(["tasks", "list"], capsys)
   assert rc == 0 and err == ""
-  lines = out.strip().splitlines()
+  lines = out.strip().split("\n\n")[0].splitlines()
   assert sorted(line.split()[0] for line in lines) == sorted(
       ["word_problem", "khop", "reachability", "retrieval"])
-  assert all(len(line.split(None, 1)) == 2 for line in lines)  # each has a description
+  assert all(line.split()[1] == "built-in" for line in lines)  # where each comes from
+  assert all(len(line.split(None, 2)) == 3 for line in lines)  # each has a description
+  assert "FILE.py:CLASS or MODULE:CLASS" in out  # how to use one of your own
 
 
 def test_parse_value():
