@@ -51,7 +51,8 @@ def signature(task, specs, tcfg: train.TrainConfig, model_options: dict, steps_p
   and learning rates are data, not part of it."""
   cfg = program.model_config(task, specs, tcfg, model_options)
   shapes = sorted(s.shape() for s in specs)
-  text = repr((repr(task), cfg, dataclasses.astuple(tcfg), len(specs), shapes, steps_per_call,
+  task_id = f"{type(task).__module__}.{task!r}"  # two users' classes may share a name
+  text = repr((task_id, cfg, dataclasses.astuple(tcfg), len(specs), shapes, steps_per_call,
                devices[0].device_kind, len(devices), jax.__version__))
   return hashlib.sha1(text.encode()).hexdigest()[:16]
 
