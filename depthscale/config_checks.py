@@ -109,6 +109,16 @@ def validate(c: ml_collections.ConfigDict):
   _num(c, "train.models_per_chunk", 0, integer=True)
   if c.train.decay not in ("constant", "linear", "cosine"):
     raise ConfigError(f"train.decay: {c.train.decay!r}; valid: constant, linear, cosine")
+  if c.train.stop not in ("none", "solved", "plateau"):
+    raise ConfigError(f"train.stop: {c.train.stop!r}; valid: none, solved, plateau")
+  if c.train.stop == "solved" and task.scaled_by == "loss":
+    raise ConfigError(f"train.stop: task {c.task!r} is measured by loss and has no solved "
+                      "state; use plateau (or none)")
+  stop_every = _num(c, "train.stop_every", 0, integer=True)
+  if stop_every % k:
+    raise ConfigError(f"train.stop_every: {stop_every} is not a multiple of "
+                      f"train.steps_per_call={k} (0: every steps_per_call steps)")
+  _num(c, "train.patience", 1, integer=True)
   if c.train.curriculum not in ("none", "fixed", "adaptive"):
     raise ConfigError(f"train.curriculum: {c.train.curriculum!r}; valid: none, fixed, adaptive")
   if c.train.curriculum == "fixed":

@@ -214,7 +214,8 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
                       progress=progress, devices=devs,
                       desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
                       checkpoint_every=c.checkpoint_every,
-                      hooks=WorkerHooks(stop, lease, live, c.train.steps))
+                      hooks=WorkerHooks(stop, lease, live, c.train.steps),
+                      stop=study.stop_rule())
     lease.check()  # still ours: write the results
     for row, cell in zip(res.rows, g.cells):
       row.update(group=g.id, model=cell.key)

@@ -16,7 +16,7 @@ import ml_collections
 
 from depthscale import config as config_lib
 from depthscale import config_checks
-from depthscale.core import train
+from depthscale.core import stopping, train
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import grid, plan
 
@@ -53,6 +53,13 @@ class Study:
         decay=t.decay, clip_norm=t.clip_norm,
         models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk,
         layout=g.layout if g is not None else "pad")
+
+  def stop_rule(self) -> stopping.Rule:
+    """The study's stopping rule (train.stop), evaluated every stop_every steps (0: every
+    steps_per_call)."""
+    t = self.config.train
+    return stopping.Rule(kind=t.stop, every=t.stop_every or t.steps_per_call,
+                         patience=t.patience, threshold=self.config.eval.threshold)
 
   def model_options(self, g=None) -> dict:
     """The ModelConfig fields every model of group `g` shares; the memory fit's remat

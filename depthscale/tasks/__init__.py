@@ -18,10 +18,11 @@ REGISTRY: dict[str, type[Task]] = {
 }
 
 
-def make(spec: str, **options) -> Task:
-  """Build task `spec` (a name, FILE.py:CLASS or MODULE:CLASS) with `options`; a one-line
+def make(name: str, **options) -> Task:
+  """Build task `name` (a name, FILE.py:CLASS or MODULE:CLASS) with `options`; a one-line
   UserError on bad specs or options. A user's task that fails in its constructor is one
   line too (naming the spec); a built-in's failure other than a UserError is a bug."""
+  spec = name
   cls = sources.find(spec, REGISTRY)
   if spec in REGISTRY:
     return cls(**options)
