@@ -85,24 +85,26 @@ def test_both_layouts_stop_the_same_models_at_the_same_steps(runs):
 
 
 def test_rule_decisions_by_hand():
-  rule = stopping.Rule("plateau", every=10, patience=2)
+  rule = stopping.Rule("plateau", every=10, patience=2, budget=60)
   st = stopping.StopState.fresh(3)
   row = lambda n: dict(n_star=n, seq_acc=0.0, eval_loss=1.0)
-  frozen = [False, False, True]
-  assert rule.update(st, 10, [row(2), row(2), row(2)], frozen, "n_star", 8) == [2]
-  assert rule.update(st, 20, [row(3), row(2), row(2)], frozen, "n_star", 8) == []
-  assert rule.update(st, 30, [row(3), row(2), row(9)], frozen, "n_star", 8) == [1]
-  assert rule.update(st, 40, [row(3), row(9), row(9)], frozen, "n_star", 8) == [0]
+  at = lambda step, ns, frozen=(False, False, True): [
+      (i, step, row(n), f) for i, (n, f) in enumerate(zip(ns, frozen)) if st.running[i]]
+  assert rule.update(st, at(10, [2, 2, 2]), "n_star", 8) == [2]
+  assert rule.update(st, at(20, [3, 2]), "n_star", 8) == []
+  assert rule.update(st, at(30, [3, 2]), "n_star", 8) == [1]  # 2 evaluations, no gain
+  assert rule.update(st, at(40, [3]), "n_star", 8) == [0]
   assert list(st.stopped_at) == [40, 30, 10]
   assert [st.reason_of(i) for i in range(3)] == ["plateau", "plateau", "frozen"]
-  solved = stopping.Rule("solved", every=10)
+  solved = stopping.Rule("solved", every=10, budget=60)
   st = stopping.StopState.fresh(3)
   rows = [dict(n_star=8, seq_acc=0.5, eval_loss=1.0), dict(n_star=7, seq_acc=0.99,
                                                            eval_loss=1.0),
           dict(n_star=7, seq_acc=0.94, eval_loss=1.0)]
-  assert solved.update(st, 10, rows, [False] * 3, "n_star", 8) == [0]
-  assert solved.update(st, 20, rows, [False] * 3, "size", 8) == [1]  # seq_acc >= 0.95
-  solved.finish(st, 60)
+  assert solved.update(st, [(0, 10, rows[0], False)], "n_star", 8) == [0]
+  assert solved.update(st, [(1, 20, rows[1], False)], "size", 8) == [1]  # seq_acc >= 0.95
+  assert solved.update(st, [(2, 50, rows[2], False)], "size", 8) == []
+  assert solved.update(st, [(2, 60, rows[2], False)], "size", 8) == [2]  # the budget
   assert list(st.stopped_at) == [10, 20, 60] and st.reason_of(2) == "budget"
   assert not stopping.solved("loss", rows[0], 8, 0.95)  # no solved state for a loss task
 
@@ -134,3 +136,60 @@ def test_a_stopping_group_resumes_to_the_same_results(tmp_path, runs):
   np.testing.assert_array_equal(again.curves["loss"], ref.curves["loss"])
   assert [(r["stop"], r["trained_steps"], r["n_star"]) for r in again.rows] == [
       (r["stop"], r["trained_steps"], r["n_star"]) for r in ref.rows]
+
+
+# A queue: 6 models, 2 slots. Depths alternate so that a compacted program's two slots
+# (one of depth 1, one of depth 2) each have a queue of their depth.
+QUEUED = [ModelSpec(1 + i % 2, 16, 2, seed=10 + i, lr=lr)
+          for i, lr in enumerate([1e-2, 5e-4, 3e-3, 1e-2, 1e-5, 2e-3])]
+
+
+def _queued(rule, layout, **kw):
+  return train_group.train_group(tasks.make(**TASK), QUEUED, _tcfg(layout), steps_per_call=K,
+                                 eval_size=EVAL, progress=False, slots=2,
+                                 model_options=dict(dtype="float64"), stop=rule, **kw)
+
+
+@pytest.fixture(scope="module")
+def queued_runs():
+  with jax.enable_x64(True):
+    return {(name, layout): _queued(RULES.get(name), layout)
+            for name, layout in (("solved", "pad"), ("solved", "compact"), ("none", "pad"))}
+
+
+@pytest.mark.parametrize("name,layout", [("solved", "pad"), ("solved", "compact"),
+                                         ("none", "pad")])
+def test_a_model_through_a_refilled_slot_is_the_model_trained_alone(queued_runs, name, layout):
+  got = queued_runs[(name, layout)]
+  started = [r["started_at"] for r in got.rows]
+  assert started[:2] == [0, 0] and min(started[2:]) > 0, started  # 4 entered later
+  assert got.rows[0]["models_in_program"] == 2
+  if name == "none":  # no rule: each model its whole budget, two at a time
+    assert [r["trained_steps"] for r in got.rows] == [STEPS] * 6
+    assert sorted(started) == [0, 0, STEPS, STEPS, 2 * STEPS, 2 * STEPS]
+  with jax.enable_x64(True):
+    for i, (spec, row) in enumerate(zip(QUEUED, got.rows)):
+      s = row["trained_steps"]
+      loss, alone = _alone(spec, s)
+      np.testing.assert_allclose(got.curves["loss"][:s, i], loss, rtol=1e-6, err_msg=str(spec))
+      assert np.isnan(got.curves["loss"][s:, i]).all()
+      assert row["n_star"] == alone["n_star"]
+      np.testing.assert_allclose(row["eval_loss"], alone["eval_loss"], rtol=1e-6)
+  if layout == "compact":  # a slot only takes models of its depth
+    by_start = sorted(range(6), key=lambda i: started[i])
+    assert {QUEUED[i].depth for i in by_start[:2]} == {1, 2}
+
+
+def test_a_queued_group_resumes_to_the_same_results(tmp_path, queued_runs):
+  ref = queued_runs[("solved", "pad")]
+  later = sorted(r["started_at"] for r in ref.rows)[3]  # after a refill or two
+  ckpt = GroupCheckpoints(str(tmp_path / "ckpt"))
+  with jax.enable_x64(True):
+    with pytest.raises(train_group.Interrupted) as stopped:
+      _queued(RULES["solved"], "pad", checkpoints=ckpt, checkpoint_every=K,
+              hooks=_StopAfter(later + 1))
+    assert stopped.value.step > later
+    again = _queued(RULES["solved"], "pad", checkpoints=ckpt, checkpoint_every=K)
+  np.testing.assert_array_equal(again.curves["loss"], ref.curves["loss"])
+  assert [(r["stop"], r["trained_steps"], r["started_at"], r["eval_loss"]) for r in again.rows] \
+      == [(r["stop"], r["trained_steps"], r["started_at"], r["eval_loss"]) for r in ref.rows]

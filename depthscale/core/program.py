@@ -214,15 +214,18 @@ class Program:
 
 
 def build(task, specs, tcfg: train.TrainConfig, model_options: dict | None,
-          steps_per_call: int, devices=None) -> Program:
+          steps_per_call: int, devices=None, cover=None) -> Program:
   """The group's program on `devices` (all local devices by default): specs filled to
   divide over them, arranged (compact: deepest first), initialised, sharded on the
-  models axis, lowered and compiled (make_train_steps with max_steps=steps_per_call)."""
+  models axis, lowered and compiled (make_train_steps with max_steps=steps_per_call).
+  `cover`: the models its padded shape must hold (default `specs`; a group with a queue
+  starts with some of its models and takes the others into the same slots later)."""
   devices = list(devices or jax.local_devices())
+  cover = list(cover or specs)
   specs = fill(specs, len(devices))
   order, tcfg = arrange(specs, tcfg, len(devices))
   specs = in_order(specs, order)
-  cfg = model_config(task, specs, tcfg, model_options)
+  cfg = model_config(task, cover + specs, tcfg, model_options)
   state, hp, arch = init_inputs(specs, cfg, tcfg, devices)
   t0 = time.perf_counter()
   lowered = make_train_steps(task, cfg, tcfg, steps_per_call, devices).lower(

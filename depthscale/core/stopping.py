@@ -77,30 +77,26 @@ class Rule:
   every: int = 0       # steps between evaluations
   patience: int = 5    # plateau: evaluations without improvement
   threshold: float = 0.95
+  budget: int = 2**62  # a model's steps at most (train.steps; set by the group)
 
-  def update(self, st: StopState, step: int, rows: list[dict], frozen, scaled_by: str,
-             counted: int) -> list[int]:
-    """Decide at `step` from the held-out `rows` (one per model) and the models' frozen
-    flags; returns the models that stop now (st is updated in place)."""
+  def update(self, st: StopState, items, scaled_by: str, counted: int) -> list[int]:
+    """Decide from `items`: (model, its own step, its held-out row, frozen) for each
+    model in training; returns the models that stop now (st is updated in place). A
+    model at the end of its budget stops as "budget"."""
     now = []
-    for i, row in enumerate(rows):
-      if not st.running[i]:
-        continue
+    for i, step, row, frozen in items:
       s = score(scaled_by, row, counted)
       if s > st.best[i]:
         st.best[i], st.since[i] = s, 0
       else:
         st.since[i] += 1
-      why = ("frozen" if frozen[i] else
+      why = ("frozen" if frozen else
              "solved" if self.kind == "solved" and solved(scaled_by, row, counted,
                                                           self.threshold) else
-             "plateau" if self.kind == "plateau" and st.since[i] >= self.patience else None)
+             "plateau" if self.kind == "plateau" and st.since[i] >= self.patience else
+             "budget" if step >= self.budget else None)
       if why:
         st.stopped_at[i], st.reason[i] = step, REASONS.index(why)
         now.append(i)
     return now
 
-  def finish(self, st: StopState, total: int) -> None:
-    """Models still running at the end of the budget stop there."""
-    left = st.running
-    st.stopped_at[left], st.reason[left] = total, REASONS.index("budget")

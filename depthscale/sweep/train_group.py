@@ -16,7 +16,8 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from depthscale.core import metrics, program, stopping, train
+from depthscale.core import ensemble, metrics, program, stopping, train
+from depthscale.sweep import slots as slots_lib
 
 CURVES = ("loss", "accuracy", "lr", "stage")
 
@@ -86,70 +87,97 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                 desc: str = "group", devices=None, checkpoints=None,
                 checkpoint_every: int = 0, hooks: Hooks | None = None, probed=None,
                 memory_limit: float | None = None,
-                stop: stopping.Rule | None = None) -> GroupResult:
+                stop: stopping.Rule | None = None, slots: int = 0) -> GroupResult:
   """Train a group to the end. Dispatches are sized by time (at most steps_per_call
   steps, about DISPATCH_S seconds each) so that `hooks.should_stop()` is served within
   seconds: the state is then checkpointed at the current step and Interrupted raised.
   `probed` (a sweep.probe.Probe of this program) sizes the dispatches from the start; a
   compiled program needing more than `memory_limit` bytes per device is refused before
-  it runs (MemoryError: the plan's fit should have prevented it). `stop` (a
-  core.stopping.Rule other than "none") evaluates the models every `stop.every` steps and
-  freezes each one that is done; the group then ends when all are (rows gain
-  `trained_steps` and `stop`)."""
+  it runs (MemoryError: the plan's fit should have prevented it).
+  `stop` (a core.stopping.Rule other than "none") evaluates the models in training every
+  `stop.every` steps; a model that is done leaves its slot. `slots` (0: one per model)
+  below the number of models puts the rest in a queue: a freed slot takes the next queued
+  model of its shape (sweep/slots.py). Either way rows gain `trained_steps` and `stop`,
+  and each model's curves run on its own steps."""
   hooks = hooks or Hooks()
-  k, total = steps_per_call, tcfg.total_steps
-  stop = stop if stop is not None and stop.kind != "none" else None
-  if total % k or (checkpoint_every and checkpoint_every % k) or (stop and stop.every % k):
+  k, total, n_real = steps_per_call, tcfg.total_steps, len(specs)
+  n_slots = slots if 0 < slots < n_real else n_real
+  if stop is None or stop.kind == "none":
+    stop = stopping.Rule("none", every=k) if n_slots < n_real else None
+  if stop is not None:
+    stop = dataclasses.replace(stop, budget=total)
+  if total % k or (checkpoint_every and checkpoint_every % k) or (
+      stop and (stop.every % k or total % stop.every)):
     raise ValueError(f"total_steps ({total}), checkpoint_every ({checkpoint_every}) and "
-                     f"stop.every must be multiples of steps_per_call ({k})")
-  n_real = len(specs)
-  prog = program.build(task, specs, tcfg, model_options, k, devices)
+                     f"stop.every must be multiples of steps_per_call ({k}), and total_steps "
+                     "of stop.every")
+  queue = n_slots < n_real
+  prog = program.build(task, specs[:n_slots], tcfg, model_options, k, devices, cover=specs)
   # A compacted group runs its models in program order (deepest first, dealt over the
-  # devices); curves, rows, evaluation and checkpoints stay in spec order.
+  # devices); curves, rows and evaluation stay in spec order (the slot table maps them).
   order, back, devices = prog.order, prog.back, prog.devices
   cfg, tcfg, state, hp, arch = prog.cfg, prog.tcfg, prog.state, prog.hp, prog.arch
   prog.state = None  # the only reference is `state`: a restored state frees the initial one
   m = len(prog.specs)
+  initial = order if order is not None else np.arange(m)  # filled spec index per slot
+  table = slots_lib.SlotTable.start(initial, n_slots, n_real)
+  shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in specs]
+  slot_shapes = [shapes[min(x, n_slots - 1)] for x in initial]  # fillers: the last's
   names = CURVES + task.measure_names(tcfg.length)  # the task's own measures, per step
-  curves = {name: np.full((total, m), np.nan, np.float32) for name in names}
+  curves = {name: np.full((total, n_real), np.nan, np.float32) for name in names}
   start, st = 0, stopping.StopState.fresh(n_real)
   evaluate = metrics.make_evaluate(task, cfg)
   held = metrics.held_out(task, tcfg.length, eval_size)
   mask_T = np.asarray(held.mask).any(0)
+  like = jax.eval_shape(evaluate, state.params, arch, held)
+  done = {k_: np.zeros((n_real,) + v.shape[1:], v.dtype) for k_, v in like.items()}
 
-  def payload():  # what a checkpoint holds: the real models only, in spec order
-    out = {"state": real_models(program.take(state, back), n_real),
-           "curves": real_models(curves, n_real, 1)}
-    return dict(out, stop=st.as_tree()) if stop else out
+  def payload():  # what a checkpoint holds
+    if queue:  # every slot as it is (program order) and who holds it
+      return {"slots": state, "curves": curves, "stop": st.as_tree(),
+              "table": table.as_tree(), "done": done}
+    out = {"state": real_models(program.take(state, back), n_real), "curves": curves}
+    return dict(out, stop=st.as_tree(), done=done, table=table.as_tree()) if stop else out
 
-  if checkpoints is not None:  # checkpoints hold the real models only: any device count
+  if checkpoints is not None:  # without a queue: the real models only, any device count
     step, saved = checkpoints.restore_latest(payload())
     if step is not None:
-      state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding),
-                           program.take(refill(saved["state"], m), order), state)
-      curves, start = refill(saved["curves"], m, 1), step
-      st = stopping.StopState.from_tree(saved["stop"]) if stop else st
+      put = lambda new, old: jax.device_put(new, old.sharding)
+      if queue:
+        state = jax.tree.map(put, saved["slots"], state)
+        table = slots_lib.SlotTable.from_tree(saved["table"])
+        hp, arch = _holders_inputs(table, specs, cfg, hp, arch)
+      else:
+        state = jax.tree.map(put, program.take(refill(saved["state"], m), order), state)
+      curves, start = saved["curves"], step
+      if stop:
+        st, done = stopping.StopState.from_tree(saved["stop"]), saved["done"]
+        table = slots_lib.SlotTable.from_tree(saved["table"])
       print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
 
-  def held_out_rows():
-    res = program.take(evaluate(state.params, arch, held), back)
-    return res, metrics.summarize(res, mask_T, threshold)[:n_real]
+  def check_stops():  # evaluate, decide; a model that is done leaves its slot
+    nonlocal state, hp, arch
+    res = jax.device_get(evaluate(state.params, arch, held))
+    rows = metrics.summarize(res, mask_T, threshold)
+    frozen = np.array(state.frozen)
+    items = [(i, at - table.entered[i], rows[j], frozen[j]) for j, i in enumerate(table.holder)
+             if i >= 0]
+    for i in stop.update(st, items, task.scaled_by, int(mask_T.sum())):
+      j = table.slot_of(i)
+      for key in done:
+        done[key][i] = res[key][j]
+      table.holder[j] = slots_lib.IDLE
+    for j in np.nonzero(table.holder < 0)[0]:  # freed (or filler) slots take queued models
+      i = table.next_for(slot_shapes[j], shapes) if queue else None
+      if i is None:
+        frozen[j] = True
+        continue
+      state, hp, arch = slots_lib.put_model(state, hp, arch, j, specs[i], cfg, tcfg)
+      table.holder[j], table.entered[i], frozen[j] = i, at, False
+    state = slots_lib.set_frozen(state, frozen)
 
-  def check_stops():  # evaluate, decide, freeze the models that are done (on device)
-    nonlocal state
-    frozen = np.array(program.take(np.asarray(state.frozen), back))  # a writable copy
-    done = stop.update(st, at, held_out_rows()[1], frozen, task.scaled_by, int(mask_T.sum()))
-    if done:
-      frozen[done] = True
-      frozen = program.take(frozen, order) if order is not None else frozen
-      if m > n_real:  # filler copies of the last model follow it
-        frozen[n_real:] = frozen[n_real - 1]
-      state = state.replace(frozen=jax.device_put(frozen, state.frozen.sharding))
-  steps_fn, compile_s, memory = prog.run, prog.compile_s, prog.memory_bytes
-  if memory_limit and memory > memory_limit:
-    raise MemoryError(f"{desc}: the compiled program needs {memory / 2**30:.3g} GB per "
-                      f"device, over the limit of {memory_limit / 2**30:.3g} GB")
-  bar = tqdm(total=total, initial=start, desc=f"{desc} ({m} models)", unit="step",
+  total_global = total * -(-n_real // n_slots)  # an upper bound with a queue
+  bar = tqdm(total=total_global, initial=start, desc=f"{desc} ({m} models)", unit="step",
              disable=not progress, leave=False)
   rate = 1.0 / probed.step_s if probed is not None else None
   t0, pending, last_done, save_s = time.perf_counter(), None, None, 0.0
@@ -164,28 +192,33 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     if last_done is not None:  # the device was busy since the previous dispatch ended
       rate = n / max(now - last_done, 1e-9)
     last_done, pending = now, None
-    for name in names:
-      curves[name][first:first + n] = program.take(got[name][:n], back, 1)
+    for j, i in enumerate(table.holder):  # each model's curves on its own steps
+      if i >= 0:
+        t = first - table.entered[i]
+        for name in names:
+          curves[name][t:t + n, i] = got[name][:n, j]
     bar.update(n)
     hooks.on_progress(first + n, rate)
 
   at, n = start, (1 if rate is None else next_dispatch(1, rate, k))
-  while at < total and st.running.any():
-    boundary = (at // checkpoint_every + 1) * checkpoint_every if checkpoint_every else total
-    if stop:
-      boundary = min(boundary, (at // stop.every + 1) * stop.every)
-    n = min(n, k, boundary - at, total - at)
-    state, new = steps_fn(state, hp, arch, np.int32(n))  # runs while we read the last one
+  training = lambda: (table.holder >= 0).any() if stop else at < total
+  if stop and at == 0 and queue:
+    check_stops()  # filler slots take queued models before the first step
+  while training():
+    boundary = (at // checkpoint_every + 1) * checkpoint_every if checkpoint_every else 2**62
+    boundary = min(boundary, (at // stop.every + 1) * stop.every if stop else total)
+    n = min(n, k, boundary - at)
+    state, new = prog.run(state, hp, arch, np.int32(n))  # runs while we read the last one
     if pending is not None:
       drain()
     pending, at = (at, n, new), at + n
     n = next_dispatch(n, rate, k)
-    if stop and at % stop.every == 0 and at < total:
+    if stop and at % stop.every == 0:
       drain()
       check_stops()
     saving = checkpoints is not None and checkpoint_every and at % checkpoint_every == 0
     halt = hooks.should_stop()
-    if (saving or halt) and at < total and st.running.any():
+    if (saving or halt) and training():
       drain()
       if checkpoints is not None:
         s0 = time.perf_counter()
@@ -196,30 +229,36 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
       if halt:
         bar.close()
         raise Interrupted(at)
-  if pending is not None:
-    drain()
+  drain()
   bar.close()
   train_s = time.perf_counter() - t0 - save_s  # checkpoints and live logging: save_s
-  res, rows = held_out_rows()
-  frozen = np.array(program.take(np.asarray(state.frozen), back))
-  if stop:
-    stop.finish(st, total)
-    for i in range(n_real):  # a stopped model's curves end at its stop step
-      for name in names:
-        curves[name][st.stopped_at[i]:, i] = np.nan
+  if stop:  # every model's results were kept when it stopped
+    res, frozen = done, np.asarray([st.reason_of(i) == "frozen" for i in range(n_real)])
+  else:
+    res = program.take(jax.device_get(evaluate(state.params, arch, held)), back)
+    res = real_models(res, n_real)
+    frozen = program.take(np.asarray(state.frozen), back)
+  rows = metrics.summarize(res, mask_T, threshold)
   for i, (spec, row) in enumerate(zip(specs, rows)):
-    last = st.stopped_at[i] if stop else total
+    last = int(st.stopped_at[i]) if stop else total
     if stop:
-      row.update(trained_steps=int(last), stop=st.reason_of(i))
-      frozen[i] = frozen[i] and st.reason_of(i) not in ("solved", "plateau")  # not NaN
+      row.update(trained_steps=last, stop=st.reason_of(i), started_at=int(table.entered[i]))
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
                final_loss=float(curves["loss"][last - 1, i]), steps=total,
-               frozen=bool(frozen[i]),
-               devices=len(devices), models_in_program=m,
-               train_s=train_s, save_s=save_s, compile_s=compile_s, memory_bytes=memory,
+               frozen=bool(frozen[i]), devices=len(devices), models_in_program=m,
+               train_s=train_s, save_s=save_s, compile_s=prog.compile_s,
+               memory_bytes=prog.memory_bytes,
                probe_step_s=probed.step_s if probed is not None else None)
-  acc = np.asarray(jax.device_get(res["per_position_acc"]))[:n_real, mask_T]
-  curves = {k: v[:, :n_real] for k, v in curves.items()}
+  acc = np.asarray(res["per_position_acc"])[:, mask_T]
   return GroupResult(rows=rows, curves=curves, per_position_acc=acc,
                      fingerprint=prog.fingerprint)
+
+
+def _holders_inputs(table, specs, cfg, hp, arch):
+  """hp and arch of the models the restored table puts in each slot (the state came
+  from the checkpoint; hyperparameters and arch are the specs')."""
+  for j, i in enumerate(table.holder):
+    if i >= 0:
+      hp, arch = slots_lib.put_inputs(hp, arch, j, specs[i], cfg)
+  return hp, arch

@@ -1,0 +1,87 @@
+"""Which model holds which slot of a group's program, and the queue behind them
+(continuous batching, train.slots).
+
+A group's program has m slots, in program order. Without a queue, slot j holds one model
+for the whole run (spec order[j]; filler copies hold none). With a queue (fewer slots than
+models), a model that stops leaves its slot, and the first queued model (in spec order)
+of the same slot shape takes it, re-initialised in place: its own seed, learning rate,
+data key and arch, a fresh optimizer state, step 0. Parameters, hyperparameters and arch
+are data, so nothing recompiles. A slot with nothing left to take is idle (frozen: its
+updates are masked). The table is plain arrays, checkpointed with the group.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from depthscale.core import ensemble, train
+
+IDLE = -1
+
+
+@dataclasses.dataclass
+class SlotTable:
+  holder: np.ndarray    # [m] the spec index in each program slot, IDLE for none
+  entered: np.ndarray   # [n] the group step at which each model took a slot, -1: queued
+
+  @classmethod
+  def start(cls, holders, first: int, n: int) -> "SlotTable":
+    """Slot j holds spec holders[j] if it is one of the `first` models that start (not a
+    filler copy); the other models of the n are queued."""
+    holder = np.asarray([h if 0 <= h < first else IDLE for h in holders], np.int64)
+    entered = np.full(n, -1, np.int64)
+    entered[holder[holder >= 0]] = 0
+    return cls(holder=holder, entered=entered)
+
+  def as_tree(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_tree(cls, tree: dict) -> "SlotTable":
+    return cls(**{k: np.asarray(v, np.int64) for k, v in tree.items()})
+
+  @property
+  def queued(self) -> np.ndarray:
+    return np.nonzero(self.entered < 0)[0]
+
+  def slot_of(self, i: int) -> int:
+    return int(np.nonzero(self.holder == i)[0][0])
+
+  def next_for(self, shape, shapes) -> int | None:
+    """The first queued model whose slot shape is `shape` (None: no such model)."""
+    for i in self.queued:
+      if shapes[i] == shape:
+        return int(i)
+    return None
+
+
+def slot_shape(spec, layout: str):
+  """What a slot fixes about its model: in a compacted program its depth and repeats
+  (the layer profile is static); in a padded one nothing (every slot has the padded
+  shape)."""
+  return (spec.depth, spec.repeats) if layout == "compact" else ()
+
+
+def _put(tree, one, j: int):
+  """tree with slot j of every leaf set to the one model of `one`, shardings kept (the
+  compiled program takes exactly these)."""
+  return jax.tree.map(lambda a, b: jax.device_put(a.at[j].set(b[0]), a.sharding), tree, one)
+
+
+def put_inputs(hp, arch, j: int, spec, cfg):
+  """(hp, arch) with slot j holding `spec`'s hyperparameters and arch."""
+  return (_put(hp, train.stack_hparams([spec]), j),
+          _put(arch, ensemble.stack_arch([spec], cfg), j))
+
+
+def put_model(state, hp, arch, j: int, spec, cfg, tcfg):
+  """(state, hp, arch) with slot j re-initialised as `spec` at step 0."""
+  one = train.init_state(ensemble.init_params([spec], cfg), tcfg)
+  return (_put(state, one, j),) + put_inputs(hp, arch, j, spec, cfg)
+
+
+def set_frozen(state, frozen_m):
+  """state with its frozen flags set to the host array frozen_m (program order)."""
+  return state.replace(frozen=jax.device_put(np.asarray(frozen_m), state.frozen.sharding))
