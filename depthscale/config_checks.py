@@ -119,6 +119,7 @@ def validate(c: ml_collections.ConfigDict):
     raise ConfigError(f"train.stop_every: {stop_every} is not a multiple of "
                       f"train.steps_per_call={k} (0: every steps_per_call steps)")
   _num(c, "train.patience", 1, integer=True)
+  _num(c, "train.slots", 0, integer=True)
   if c.train.curriculum not in ("none", "fixed", "adaptive"):
     raise ConfigError(f"train.curriculum: {c.train.curriculum!r}; valid: none, fixed, adaptive")
   if c.train.curriculum == "fixed":

@@ -30,7 +30,8 @@ FORMAT = 2
 COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats", "n_star",
            "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "group", "model",
            "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s",
-           "devices", "models_in_program"]
+           "devices", "models_in_program", "trained_steps", "stop", "started_at"]  # last 3:
+# with a stopping rule or a queue (train.stop, train.slots)
 
 
 def write_atomic(path: str, text: str) -> None:

@@ -12,8 +12,16 @@ import numpy as np
 OUTCOMES = frozenset({"seed", "n_star", "final_loss", "eval_loss", "seq_acc", "frozen",
                       "train_s", "compile_s", "group", "model", "token_acc",
                       "k_star", "level_acc", "save_s", "memory_bytes", "probe_step_s",
-                      "devices", "models_in_program"})
+                      "devices", "models_in_program", "trained_steps", "stop",
+                      "started_at"})
 REDUCERS = {"best": np.max, "median": np.median}
+
+
+def model_steps(rows) -> tuple[int, int]:
+  """(trained, budget) model-steps of `rows` (trained_steps where a stopping rule or a
+  queue recorded it, else steps: the whole budget)."""
+  trained = sum(int(r.get("trained_steps") or r.get("steps") or 0) for r in rows)
+  return trained, sum(int(r.get("steps") or 0) for r in rows)
 NAMES = {"depth": "depth_vs_log2_nstar", "width": "nstar_vs_log2_width",
          "repeats": "repeats_vs_log2_nstar"}
 LAWS = {"depth": "depth = slope * log2(n_star) + intercept",

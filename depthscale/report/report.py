@@ -115,7 +115,14 @@ def _what_was_run(data: dict, sets: list[dict], workdir: str) -> list[str]:
         "## What was run", "", f"- task: {config.get('task', tasks)}",
         f"- models: {len(rows)} ({len(sets)} settings, {len(groups) or 'unknown'} groups), "
         f"rows from {data['source']}",
-        f"- total train time: {train_s:.1f} s ({train_s / 3600:.2f} h), {how}", "", "Grid:", ""]
+        f"- total train time: {train_s:.1f} s ({train_s / 3600:.2f} h), {how}"]
+  trained, budget = fits.model_steps(rows)
+  t = config.get("train", {})
+  if budget and (t.get("stop", "none") != "none" or t.get("slots")):
+    md.append(f"- model-steps: {trained} trained of a {budget} budget, {budget - trained} "
+              f"({100 * (budget - trained) / budget:.0f}%) saved by train.stop="
+              f"{t.get('stop', 'none')} (slots: {t.get('slots') or 'one per model'})")
+  md += ["", "Grid:", ""]
   for k in fits.setting_fields(rows) + ["seed"]:
     md.append(f"- {k}: {', '.join(_fmt(v) for v in _sorted({r.get(k) for r in rows}))}")
   if data["csv_count"] is not None and data["csv_count"] != len(rows):

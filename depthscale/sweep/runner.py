@@ -214,8 +214,8 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
                       progress=progress, devices=devs,
                       desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
                       checkpoint_every=c.checkpoint_every,
-                      hooks=WorkerHooks(stop, lease, live, c.train.steps),
-                      stop=study.stop_rule())
+                      hooks=WorkerHooks(stop, lease, live, study.group_steps(g)),
+                      stop=study.stop_rule(), slots=c.train.slots)
     lease.check()  # still ours: write the results
     for row, cell in zip(res.rows, g.cells):
       row.update(group=g.id, model=cell.key)

@@ -27,10 +27,11 @@ class SlotTable:
   entered: np.ndarray   # [n] the group step at which each model took a slot, -1: queued
 
   @classmethod
-  def start(cls, holders, first: int, n: int) -> "SlotTable":
-    """Slot j holds spec holders[j] if it is one of the `first` models that start (not a
-    filler copy); the other models of the n are queued."""
-    holder = np.asarray([h if 0 <= h < first else IDLE for h in holders], np.int64)
+  def start(cls, initial, chosen, n: int) -> "SlotTable":
+    """Slot j holds spec chosen[initial[j]] (initial: the program's index into the models
+    it was built with, `chosen`; beyond them a filler copy, which holds none); the other
+    models of the n are queued."""
+    holder = np.asarray([chosen[x] if x < len(chosen) else IDLE for x in initial], np.int64)
     entered = np.full(n, -1, np.int64)
     entered[holder[holder >= 0]] = 0
     return cls(holder=holder, entered=entered)
@@ -55,6 +56,27 @@ class SlotTable:
       if shapes[i] == shape:
         return int(i)
     return None
+
+
+def first_models(specs, n_slots: int, layout: str) -> list[int]:
+  """The models that start in the n_slots slots: the first ones in spec order, except
+  that in a compacted program every slot shape present must have a slot (a queued model
+  only enters a slot of its shape): then the shapes take turns, in order of appearance."""
+  if n_slots >= len(specs) or layout != "compact":
+    return list(range(min(n_slots, len(specs))))
+  by_shape: dict = {}
+  for i, s in enumerate(specs):
+    by_shape.setdefault(slot_shape(s, layout), []).append(i)
+  if n_slots < len(by_shape):
+    raise ValueError(f"{n_slots} slots cannot hold the {len(by_shape)} depths of a "
+                     "compacted group (a queued model enters a slot of its own depth)")
+  chosen, turn = [], 0
+  while len(chosen) < n_slots:
+    for idx in by_shape.values():
+      if turn < len(idx) and len(chosen) < n_slots:
+        chosen.append(idx[turn])
+    turn += 1
+  return sorted(chosen)
 
 
 def slot_shape(spec, layout: str):

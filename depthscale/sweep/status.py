@@ -13,6 +13,7 @@ import time
 
 from depthscale.io import leases
 from depthscale.io import workdir as workdir_lib
+from depthscale.report import fits
 from depthscale.sweep import plan, plan_file, study as study_lib
 
 
@@ -26,11 +27,14 @@ def status(workdir: str, now: float | None = None) -> dict:
     groups = plan.make_plan(study)
   now = time.time() if now is None else now
   lease_s = c.lease_s
-  out = []
+  out, stopping = [], c.train.stop != "none" or c.train.slots > 0
   for g in groups:
-    row = dict(id=g.id, models=len(g.cells), steps=c.train.steps)
+    row = dict(id=g.id, models=len(g.cells), steps=study.group_steps(g))
     if workdir_lib.is_done(workdir, g.id):
       row["state"] = "done"
+      if stopping:  # the model-steps its models trained, of their budget
+        row["trained"], row["budget"] = fits.model_steps(
+            workdir_lib.read_group(workdir_lib.group_path(workdir, g.id))["rows"])
     else:
       gen, rec = leases.latest(workdir, g.id)
       st = leases.state(rec, lease_s, now)
@@ -41,15 +45,19 @@ def status(workdir: str, now: float | None = None) -> dict:
         row.update(holder=rec.get("owner"), host=rec.get("host"), pid=rec.get("pid"),
                    step=step, steps_per_s=rate, lease_age_s=now - rec.get("heartbeat", now),
                    lease_generation=gen,
-                   eta_s=(c.train.steps - step) / rate if rate and step is not None else None)
+                   eta_s=(row["steps"] - step) / rate if rate and step is not None else None)
     out.append(row)
   counts = {s: sum(r["state"] == s for r in out) for s in ("done", "running", "stale", "pending")}
-  total = sum(r["models"] * r["steps"] for r in out)
+  total = sum(r["models"] * r["steps"] for r in out)  # an upper bound with stopping
   trained = sum(r["models"] * (r["steps"] if r["state"] == "done"
                                else (r.get("step") or r.get("checkpoint_step") or 0))
                 for r in out)
+  saved = None
+  if stopping and counts["done"]:
+    done = [r for r in out if r["state"] == "done"]
+    saved = dict(trained=sum(r["trained"] for r in done), budget=sum(r["budget"] for r in done))
   return dict(workdir=workdir, study=c.name, lease_s=lease_s, groups=out, counts=counts,
-              progress=trained / total if total else 1.0)
+              progress=trained / total if total else 1.0, model_steps=saved)
 
 
 def _dur(s) -> str:
@@ -64,6 +72,10 @@ def format_status(report: dict) -> str:
   lines = [f"{report['study']}: {len(report['groups'])} groups: {n['done']} done, "
            f"{n['running']} running, {n['stale']} stale, {n['pending']} pending; "
            f"{100 * report['progress']:.1f}% of model-steps (lease {report['lease_s']:g} s)"]
+  if report.get("model_steps"):
+    t, b = report["model_steps"]["trained"], report["model_steps"]["budget"]
+    lines.append(f"  finished groups: {t} model-steps trained of a {b} budget, {b - t} "
+                 f"({100 * (b - t) / b:.0f}%) saved by stopping")
   for r in report["groups"]:
     line = f"  {r['id']:28s} {r['models']:3d} models  {r['state']:8s}"
     if r["state"] in ("running", "stale"):

@@ -61,6 +61,12 @@ class Study:
     return stopping.Rule(kind=t.stop, every=t.stop_every or t.steps_per_call,
                          patience=t.patience, threshold=self.config.eval.threshold)
 
+  def group_steps(self, g) -> int:
+    """Group g's program steps at most: the budget, times the rounds of a queue (slots
+    fewer than models); stopping rules end it sooner."""
+    t, n = self.config.train, len(g.cells)
+    return t.steps * (-(-n // t.slots) if 0 < t.slots < n else 1)
+
   def model_options(self, g=None) -> dict:
     """The ModelConfig fields every model of group `g` shares; the memory fit's remat
     (if any) wins."""

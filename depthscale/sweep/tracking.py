@@ -38,6 +38,7 @@ class LiveCurves:
     self.tracker, self.g, self.log_every, self.logged = tracker, g, log_every, 0
 
   def __call__(self, step, curves):
+    step = min(step, len(curves["loss"]))  # with a queue the group runs past one budget
     steps = list(range(self.logged + self.log_every, step + 1, self.log_every))
     if not steps:
       return

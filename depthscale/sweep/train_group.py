@@ -112,17 +112,19 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                      f"stop.every must be multiples of steps_per_call ({k}), and total_steps "
                      "of stop.every")
   queue = n_slots < n_real
-  prog = program.build(task, specs[:n_slots], tcfg, model_options, k, devices, cover=specs)
+  chosen = slots_lib.first_models(specs, n_slots, tcfg.layout)
+  prog = program.build(task, [specs[i] for i in chosen], tcfg, model_options, k, devices,
+                       cover=specs)
   # A compacted group runs its models in program order (deepest first, dealt over the
   # devices); curves, rows and evaluation stay in spec order (the slot table maps them).
   order, back, devices = prog.order, prog.back, prog.devices
   cfg, tcfg, state, hp, arch = prog.cfg, prog.tcfg, prog.state, prog.hp, prog.arch
   prog.state = None  # the only reference is `state`: a restored state frees the initial one
   m = len(prog.specs)
-  initial = order if order is not None else np.arange(m)  # filled spec index per slot
-  table = slots_lib.SlotTable.start(initial, n_slots, n_real)
+  initial = order if order is not None else np.arange(m)  # index into the built models
+  table = slots_lib.SlotTable.start(initial, chosen, n_real)
   shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in specs]
-  slot_shapes = [shapes[min(x, n_slots - 1)] for x in initial]  # fillers: the last's
+  slot_shapes = [shapes[chosen[min(x, n_slots - 1)]] for x in initial]  # a filler: the last's
   names = CURVES + task.measure_names(tcfg.length)  # the task's own measures, per step
   curves = {name: np.full((total, n_real), np.nan, np.float32) for name in names}
   start, st = 0, stopping.StopState.fresh(n_real)
