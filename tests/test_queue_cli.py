@@ -1,0 +1,70 @@
+"""A study with a stopping rule and a queue (train.stop, train.slots) through
+`depthscale run`: killed with SIGKILL at two points (one after the first refill), rerun,
+it ends with the rows and curves of an uninterrupted run; status and the report show the
+model-steps saved."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, read_rows
+
+ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
+        "--config.grid.depth=[1, 2]", "--config.train.steps=120",
+        "--config.checkpoint_every=20", "--config.train.slots=2",
+        "--config.train.stop=plateau", "--config.train.patience=2"]
+
+
+def cli(*args):
+  env = dict(os.environ, WANDB_MODE="disabled")
+  return subprocess.Popen([sys.executable, "-m", "depthscale.cli", *args], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def checkpoint_steps(workdir):
+  steps = []
+  for _, dirs, _ in os.walk(os.path.join(workdir, "checkpoints")):
+    steps += [int(d) for d in dirs if d.isdigit()]
+  return steps
+
+
+def run_to_end(workdir):
+  p = cli("run", *ARGS, "--workdir", str(workdir))
+  out, err = p.communicate(timeout=600)
+  assert p.returncode == 0, err[-2000:]
+  return err
+
+
+@pytest.mark.slow
+def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path):
+  ref = tmp_path / "ref"
+  run_to_end(ref)
+  rows = read_rows(ref)
+  assert len(rows) == 4 and {r["stop"] for r in rows} <= {"plateau", "budget", "solved"}
+  started = sorted(int(r["started_at"]) for r in rows)
+  assert started[:2] == [0, 0] and started[2] > 0  # two models entered freed slots
+  got = tmp_path / "got"
+  for wait_for in (20, started[2] + 20):  # before any stop; after the first refill
+    p = cli("run", *ARGS, "--workdir", str(got))
+    deadline = time.time() + 300
+    while max(checkpoint_steps(got) or [0]) < wait_for and p.poll() is None:
+      assert time.time() < deadline
+      time.sleep(0.1)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+  assert not os.path.exists(got / "results.csv")
+  err = run_to_end(got)
+  assert "resumes from its step-" in err
+  assert read_rows(got) == rows
+  (gid,) = os.listdir(ref / "groups")
+  a, b = (json.loads((w / "groups" / gid).read_text()) for w in (ref, got))
+  assert a["curves"] == b["curves"] and a["per_position_acc"] == b["per_position_acc"]
+  trained = sum(int(r["trained_steps"]) for r in rows)
+  status = subprocess.run([sys.executable, "-m", "depthscale.cli", "status", str(got)],
+                          cwd=ROOT, capture_output=True, text=True)
+  assert f"{trained} model-steps trained of a 480 budget" in status.stdout, status.stdout
+  assert f"- model-steps: {trained} trained of a 480 budget" in (got / "report.md").read_text()
