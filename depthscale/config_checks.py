@@ -119,7 +119,15 @@ def validate(c: ml_collections.ConfigDict):
     raise ConfigError(f"train.stop_every: {stop_every} is not a multiple of "
                       f"train.steps_per_call={k} (0: every steps_per_call steps)")
   _num(c, "train.patience", 1, integer=True)
-  _num(c, "train.slots", 0, integer=True)
+  if stop_every and steps % stop_every:
+    raise ConfigError(f"train.steps: {steps} is not a multiple of train.stop_every="
+                      f"{stop_every} (a model's budget ends at a check)")
+  slots = _num(c, "train.slots", 0, integer=True)
+  shapes = {(d, r) for d in c.grid.depth for r in c.grid.repeats}
+  if 0 < slots < len(shapes) and c.plan.strategy in ("compact", "auto"):
+    raise ConfigError(f"train.slots: {slots} slots cannot hold the grid's {len(shapes)} "
+                      "depths in a compacted program (a queued model enters a slot of its "
+                      "own depth); give at least that many, or plan.strategy=pad")
   if c.train.curriculum not in ("none", "fixed", "adaptive"):
     raise ConfigError(f"train.curriculum: {c.train.curriculum!r}; valid: none, fixed, adaptive")
   if c.train.curriculum == "fixed":

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from depthscale import bench, bench_mixed, cli, devices
+from depthscale import bench, bench_mixed, bench_refill, cli, devices
 from depthscale.cli import app
 
 TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_steps=2,
@@ -25,6 +25,10 @@ def tiny_presets(monkeypatch):
   monkeypatch.setattr(bench_mixed, "MIXED_SEEDS", (0,))
   monkeypatch.setattr(bench_mixed, "MIXED_LRS", (1e-3, 3e-3))
   monkeypatch.setattr(devices, "probe_size", lambda _platform: 64)
+  monkeypatch.setattr(bench_refill, "SHRINK", [  # depths 1-2 x 2 seeds, 40 steps, 2 slots
+      "grid.depth=[1, 2]", "grid.seed=[0, 1]", "train.steps=40", "train.steps_per_call=20",
+      "checkpoint_every=20", "train.slots=2", "train.stop_every=20", "eval.size=64",
+      "train.warmup=0"])
   # not the split into one device per core: set before JAX starts in this test process,
   # it would give every later test in it 2 devices (tests/test_cli.py tests the split)
   monkeypatch.setattr(app, "split_host_into_cores", lambda: None)
@@ -42,7 +46,14 @@ def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys
   last = capsys.readouterr().out.strip().splitlines()[-1]
   assert last.endswith(f"wrote {out}"), last
   got = json.loads(out.read_text())
-  if preset == "mixed":
+  if preset == "refill":
+    for way in ("static", "continuous"):
+      assert _positive(got[way]["wall_s"]) and got[way]["models"] == 4, got[way]
+      assert got[way]["budget"] == 4 * 40
+    assert got["static"]["model_steps"] == 160 and got["continuous"]["model_steps"] <= 160
+    assert got["wall_ratio"] == got["static"]["wall_s"] / got["continuous"]["wall_s"]
+    assert f"continuous {got['continuous']['wall_s']:.1f} s" in last
+  elif preset == "mixed":
     for way in ("compact", "pad", "bucket"):
       assert _positive(got[way]["model_steps_per_s"]), got[way]
       assert f"{way} {got[way]['model_steps_per_s']:.1f}" in last

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Sequence
 
-from depthscale import bench, bench_mixed, devices
+from depthscale import bench, bench_mixed, bench_refill, devices
 from depthscale.cli import sweep as sweep_commands
 from depthscale.cli import tasks_cmd as tasks_commands
 from depthscale.cli.common import UsageError, check_writable, one_line, write_json
@@ -48,9 +48,18 @@ def cmd_bench(args, extras) -> int:
     raise UsageError(f"--models-per-chunk must be >= 0 (0 = all at once), "
                      f"got {args.models_per_chunk}")
   models = bench.check_models(args.models)
+  log = lambda line: print(line, flush=True)
+  if args.preset == "refill":  # two study runs, on the devices `make run` would use
+    result = bench_refill.run_refill(log)
+    write_json(args.json, result)
+    s, c = result["static"], result["continuous"]
+    print(f"static {s['wall_s']:.1f} s ({s['model_steps']} model-steps), continuous "
+          f"{c['wall_s']:.1f} s ({c['model_steps']}): {result['wall_ratio']:.2f}x less wall "
+          f"time; depth-fit slope {c['slope']} vs {s['slope']} (inside the static 95% "
+          f"interval: {result['slope_inside_static_ci']}); wrote {args.json}")
+    return 0
   split_host_into_cores()  # after every check: a refused command changes nothing
   reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
-  log = lambda line: print(line, flush=True)
   if args.preset == "mixed":
     result = bench_mixed.run_mixed(args.devices, args.dtype, log)
   else:
