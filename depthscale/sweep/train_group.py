@@ -157,18 +157,19 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
         table = slots_lib.SlotTable.from_tree(saved["table"])
       print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
 
-  def check_stops():  # evaluate, decide; a model that is done leaves its slot
+  def check_stops(decide=True):  # evaluate, decide; a model that is done leaves its slot
     nonlocal state, hp, arch
-    res = jax.device_get(evaluate(state.params, arch, held))
-    rows = metrics.summarize(res, mask_T, threshold)
     frozen = np.array(state.frozen)
-    items = [(i, at - table.entered[i], rows[j], frozen[j]) for j, i in enumerate(table.holder)
-             if i >= 0]
-    for i in stop.update(st, items, task.scaled_by, int(mask_T.sum())):
-      j = table.slot_of(i)
-      for key in done:
-        done[key][i] = res[key][j]
-      table.holder[j] = slots_lib.IDLE
+    if decide:  # never at step 0: every model is first judged at its own step `every`
+      res = jax.device_get(evaluate(state.params, arch, held))
+      rows = metrics.summarize(res, mask_T, threshold)
+      items = [(i, at - table.entered[i], rows[j], frozen[j])
+               for j, i in enumerate(table.holder) if i >= 0]
+      for i in stop.update(st, items, task.scaled_by, int(mask_T.sum())):
+        j = table.slot_of(i)
+        for key in done:
+          done[key][i] = res[key][j]
+        table.holder[j] = slots_lib.IDLE
     for j in np.nonzero(table.holder < 0)[0]:  # freed (or filler) slots take queued models
       i = table.next_for(slot_shapes[j], shapes) if queue else None
       if i is None:
@@ -205,7 +206,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   at, n = start, (1 if rate is None else next_dispatch(1, rate, k))
   training = lambda: (table.holder >= 0).any() if stop else at < total
   if stop and at == 0 and queue:
-    check_stops()  # filler slots take queued models before the first step
+    check_stops(decide=False)  # filler slots take queued models before the first step
   while training():
     boundary = (at // checkpoint_every + 1) * checkpoint_every if checkpoint_every else 2**62
     boundary = min(boundary, (at // stop.every + 1) * stop.every if stop else total)
