@@ -13,6 +13,7 @@ import ml_collections
 
 from depthscale import tasks
 from depthscale.config import ConfigError
+from depthscale.core import halving, stopping
 from depthscale.errors import UserError
 
 SEED_LIMIT = 2**32  # PRNG keys keep a seed's low 32 bits: seeds 0 and 2^32 are one model
@@ -109,8 +110,8 @@ def validate(c: ml_collections.ConfigDict):
   _num(c, "train.models_per_chunk", 0, integer=True)
   if c.train.decay not in ("constant", "linear", "cosine"):
     raise ConfigError(f"train.decay: {c.train.decay!r}; valid: constant, linear, cosine")
-  if c.train.stop not in ("none", "solved", "plateau"):
-    raise ConfigError(f"train.stop: {c.train.stop!r}; valid: none, solved, plateau")
+  if c.train.stop not in stopping.RULES:
+    raise ConfigError(f"train.stop: {c.train.stop!r}; valid: {', '.join(stopping.RULES)}")
   if c.train.stop == "solved" and task.scaled_by == "loss":
     raise ConfigError(f"train.stop: task {c.task!r} is measured by loss and has no solved "
                       "state; use plateau (or none)")
@@ -123,6 +124,8 @@ def validate(c: ml_collections.ConfigDict):
     raise ConfigError(f"train.steps: {steps} is not a multiple of train.stop_every="
                       f"{stop_every} (a model's budget ends at a check)")
   slots = _num(c, "train.slots", 0, integer=True)
+  if c.train.stop == "halving":
+    _check_halving(c, slots, stop_every or k)
   shapes = {(d, r) for d in c.grid.depth for r in c.grid.repeats}
   if 0 < slots < len(shapes) and c.plan.strategy in ("compact", "auto"):
     raise ConfigError(f"train.slots: {slots} slots cannot hold the grid's {len(shapes)} "
@@ -174,3 +177,18 @@ def validate(c: ml_collections.ConfigDict):
     except UserError as e:
       raise ConfigError(f"grid.length: {e}") from None
   return task
+
+
+def _check_halving(c, slots: int, every: int) -> None:
+  eta = _num(c, "train.eta", 2, integer=True)
+  if len(c.grid.lr) < 2:
+    raise ConfigError("train.stop=halving: grid.lr lists one learning rate; halving "
+                      "chooses among several (give two or more)")
+  if slots:
+    raise ConfigError(f"train.slots: {slots}; with train.stop=halving a group has one slot "
+                      "per setting and learning rate (its first seed); leave slots at 0")
+  rungs = halving.rung_steps(len(c.grid.lr), eta, c.train.steps, every)
+  if rungs[0] <= 0:
+    raise ConfigError(f"train.steps: {c.train.steps} is too short for {len(rungs)} halving "
+                      f"rung(s) of eta={eta} at stop_every={every} (the first rung needs "
+                      f"steps >= {eta ** len(rungs) * every})")

@@ -5,6 +5,8 @@
            (scaled_by "n_star"), sequence accuracy >= eval.threshold ("size"); a task
            scaled by loss has no solved state (refused by the config check)
   plateau  the held-out score has not improved for `patience` evaluations in a row
+  halving  successive halving over each setting's learning rates (core/halving.py): at
+           each rung the worse learning rates stop, their other seeds never train
 
 Either way the budget (train.steps) is the upper bound, and a model frozen by a
 non-finite loss stops at once. The rule is evaluated on the fixed held-out batch every
@@ -20,8 +22,8 @@ import dataclasses
 
 import numpy as np
 
-RULES = ("none", "solved", "plateau")
-REASONS = ("running", "budget", "solved", "plateau", "frozen")
+RULES = ("none", "solved", "plateau", "halving")
+REASONS = ("running", "budget", "solved", "plateau", "frozen", "halved")
 
 
 def score(scaled_by: str, row: dict, counted: int) -> float:
@@ -78,6 +80,7 @@ class Rule:
   patience: int = 5    # plateau: evaluations without improvement
   threshold: float = 0.95
   budget: int = 2**62  # a model's steps at most (train.steps; set by the group)
+  eta: int = 3         # halving: keep the best 1/eta of the learning rates at each rung
 
   def update(self, st: StopState, items, scaled_by: str, counted: int) -> list[int]:
     """Decide from `items`: (model, its own step, its held-out row, frozen) for each

@@ -20,8 +20,15 @@ REDUCERS = {"best": np.max, "median": np.median}
 def model_steps(rows) -> tuple[int, int]:
   """(trained, budget) model-steps of `rows` (trained_steps where a stopping rule or a
   queue recorded it, else steps: the whole budget)."""
-  trained = sum(int(r.get("trained_steps") or r.get("steps") or 0) for r in rows)
-  return trained, sum(int(r.get("steps") or 0) for r in rows)
+  own = lambda r: r.get("trained_steps") if r.get("trained_steps") not in (None, "") else (
+      r.get("steps") or 0)
+  return sum(int(own(r)) for r in rows), sum(int(r.get("steps") or 0) for r in rows)
+
+
+def measured(rows) -> list:
+  """The rows with outcomes: all but the models that never trained (halved before their
+  first step, train.stop=halving: their n* and losses are empty)."""
+  return [r for r in rows if r.get("n_star") is not None]
 NAMES = {"depth": "depth_vs_log2_nstar", "width": "nstar_vs_log2_width",
          "repeats": "repeats_vs_log2_nstar"}
 LAWS = {"depth": "depth = slope * log2(n_star) + intercept",

@@ -93,7 +93,8 @@ def _depth_colors(depths):
 
 def positions(groups, rows, path: str) -> str | None:
   """Held-out accuracy per position of each setting's best seed, coloured by depth."""
-  pairs = [(r, a) for g in groups for r, a in zip(g["rows"], g.get("per_position_acc") or [])]
+  pairs = [(r, a) for g in groups for r, a in zip(g["rows"], g.get("per_position_acc") or [])
+           if r.get("n_star") is not None]  # a model halved before it trained: nothing
   pairs.sort(key=lambda ra: fits.seed_rank(ra[0]))
   best = {fits.setting_key(r): (r, a) for r, a in pairs}     # better seeds overwrite
   models = sorted(best.values(), key=lambda ra: ra[0]["depth"])

@@ -145,7 +145,7 @@ def build_report(workdir: str) -> str:
   """Writes fits.json, claims.json, report.md and plots/*.png into `workdir`; returns
   report.md's path."""
   data = load_workdir(workdir)
-  rows, groups, config = data["rows"], data["groups"], data["config"]
+  rows, groups, config = fits.measured(data["rows"]), data["groups"], data["config"]
   rep = config.get("report") or {}
   threshold = (config.get("eval") or {}).get("threshold", 0.95)
   by_size = rep.get("scaled_by") == "size"

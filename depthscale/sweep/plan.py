@@ -4,9 +4,8 @@ Models of one length may share a program. `pad` puts them all in one padded prog
 (wasted FLOPs, one compile); `bucket` gives each true shape its own program (no waste,
 more compiles); `compact` is `pad` whose layers run only on the models that have them
 (model/compact.py: width still padded); `auto` picks per length by the cost model below.
-Takes a resolved Study (sweep/study.py); imports config (its error), model.compact and
-sweep.grid; writes
-nothing (the workdir's frozen plan: sweep/plan_file.py).
+Takes a resolved Study (sweep/study.py); imports config (its error), core.halving,
+model.compact and sweep.grid; writes nothing (the workdir's frozen plan: sweep/plan_file.py).
 """
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import hashlib
 import heapq
 
 from depthscale.config import ConfigError
+from depthscale.core import halving
 from depthscale.model import compact
 from depthscale.sweep.grid import Cell
 
@@ -168,7 +168,25 @@ def make_plan(study, flops_per_s: float | None = None) -> list[Group]:
     groups.extend(options[strategy])
   if c.plan.device_memory_gb:
     check_params_fit(groups, c.plan.device_memory_gb * 2**30, study)
+  check_settings_whole(groups, c)
   return groups
+
+
+def check_settings_whole(groups: list[Group], c) -> None:
+  """With train.stop=halving a setting's learning rates and seeds are decided together,
+  so each setting must lie in one group: else a one-line ConfigError."""
+  if c.train.get("stop") != "halving":
+    return
+  where = {}
+  for g in groups:
+    for x in g.cells:
+      key = (x.length, halving.setting(x.spec))
+      if where.setdefault(key, g.id) != g.id:
+        raise ConfigError(
+            f"train.stop=halving: the models of one setting (length {x.length}, depth "
+            f"{x.spec.depth}, width {x.spec.width}) fall in two groups; raise "
+            f"plan.max_models_per_group (now {c.plan.max_models_per_group}) or the device "
+            "memory, so that a setting's learning rates and seeds train together")
 
 
 def makespan(jobs, lanes: int) -> float:

@@ -20,6 +20,7 @@ def freeze_plan(study, workdir: str, devs) -> list[plan.Group]:
     groups = plan.make_plan(study, probe.flops_per_s(study, devs))
     groups = probe.fit(study, groups, plan.slot_of(devs, groups),
                        log=lambda line: print(f"depthscale: {line}", file=sys.stderr))
+    plan.check_settings_whole(groups, study.config)  # a memory split may part a setting
     workdir_lib.write_plan_once(workdir, json.dumps(
         dict(format=1, device=devs[0].device_kind, devices=len(devs),
              groups=plan.to_json(groups)), indent=1))

@@ -50,10 +50,11 @@ class SlotTable:
   def slot_of(self, i: int) -> int:
     return int(np.nonzero(self.holder == i)[0][0])
 
-  def next_for(self, shape, shapes) -> int | None:
-    """The first queued model whose slot shape is `shape` (None: no such model)."""
+  def next_for(self, shape, shapes, ok=lambda i: True) -> int | None:
+    """The first queued model whose slot shape is `shape` and that may enter now
+    (`ok`); None: no such model."""
     for i in self.queued:
-      if shapes[i] == shape:
+      if shapes[i] == shape and ok(int(i)):
         return int(i)
     return None
 

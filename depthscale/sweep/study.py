@@ -16,7 +16,7 @@ import ml_collections
 
 from depthscale import config as config_lib
 from depthscale import config_checks
-from depthscale.core import stopping, train
+from depthscale.core import halving, stopping, train
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import grid, plan
 
@@ -59,13 +59,18 @@ class Study:
     steps_per_call)."""
     t = self.config.train
     return stopping.Rule(kind=t.stop, every=t.stop_every or t.steps_per_call,
-                         patience=t.patience, threshold=self.config.eval.threshold)
+                         patience=t.patience, threshold=self.config.eval.threshold,
+                         eta=t.get("eta", 3))
 
   def group_steps(self, g) -> int:
     """Group g's program steps at most: the budget, times the rounds of a queue (slots
     fewer than models); stopping rules end it sooner."""
     t, n = self.config.train, len(g.cells)
-    return t.steps * (-(-n // t.slots) if 0 < t.slots < n else 1)
+    slots = t.slots
+    if t.stop == "halving":  # one slot per scout (core/halving.py)
+      slots = len(halving.Ladder([x.spec for x in g.cells], t.get("eta", 3), t.steps,
+                                 t.stop_every or t.steps_per_call).scouts)
+    return t.steps * (-(-n // slots) if 0 < slots < n else 1)
 
   def model_options(self, g=None) -> dict:
     """The ModelConfig fields every model of group `g` shares; the memory fit's remat

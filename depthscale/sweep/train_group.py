@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from depthscale.core import ensemble, metrics, program, stopping, train
+from depthscale.core import ensemble, halving, metrics, program, stopping, train
 from depthscale.sweep import slots as slots_lib
 
 CURVES = ("loss", "accuracy", "lr", "stage")
@@ -106,13 +106,18 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     stop = stopping.Rule("none", every=k) if n_slots < n_real else None
   if stop is not None:
     stop = dataclasses.replace(stop, budget=total)
+  ladder = None  # successive halving: one slot per scout (core/halving.py)
+  if stop is not None and stop.kind == "halving":
+    ladder = halving.Ladder(specs, stop.eta, total, stop.every or k)
+    n_slots = len(ladder.scouts)
   if total % k or (checkpoint_every and checkpoint_every % k) or (
       stop and (stop.every % k or total % stop.every)):
     raise ValueError(f"total_steps ({total}), checkpoint_every ({checkpoint_every}) and "
                      f"stop.every must be multiples of steps_per_call ({k}), and total_steps "
                      "of stop.every")
   queue = n_slots < n_real
-  chosen = slots_lib.first_models(specs, n_slots, tcfg.layout)
+  chosen = (ladder.scouts if ladder else
+            slots_lib.first_models(specs, n_slots, tcfg.layout))
   prog = program.build(task, [specs[i] for i in chosen], tcfg, model_options, k, devices,
                        cover=specs)
   # A compacted group runs its models in program order (deepest first, dealt over the
@@ -163,15 +168,21 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     if decide:  # never at step 0: every model is first judged at its own step `every`
       res = jax.device_get(evaluate(state.params, arch, held))
       rows = metrics.summarize(res, mask_T, threshold)
+      in_slots = {int(i): rows[j] for j, i in enumerate(table.holder) if i >= 0}
       items = [(i, at - table.entered[i], rows[j], frozen[j])
                for j, i in enumerate(table.holder) if i >= 0]
-      for i in stop.update(st, items, task.scaled_by, int(mask_T.sum())):
+      now = stop.update(st, items, task.scaled_by, int(mask_T.sum()))
+      if ladder:
+        now += ladder.halve(st, at, in_slots, table.entered, task.scaled_by,
+                            int(mask_T.sum()))
+      for i in now:
         j = table.slot_of(i)
         for key in done:
           done[key][i] = res[key][j]
         table.holder[j] = slots_lib.IDLE
     for j in np.nonzero(table.holder < 0)[0]:  # freed (or filler) slots take queued models
-      i = table.next_for(slot_shapes[j], shapes) if queue else None
+      ok = lambda i: st.stopped_at[i] < 0 and (ladder is None or ladder.eligible(i, at))
+      i = table.next_for(slot_shapes[j], shapes, ok) if queue else None
       if i is None:
         frozen[j] = True
         continue
@@ -204,7 +215,8 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     hooks.on_progress(first + n, rate)
 
   at, n = start, (1 if rate is None else next_dispatch(1, rate, k))
-  training = lambda: (table.holder >= 0).any() if stop else at < total
+  training = lambda: ((table.holder >= 0).any() or (  # halving: all scouts frozen early
+      ladder is not None and (st.stopped_at[table.queued] < 0).any())) if stop else at < total
   if stop and at == 0 and queue:
     check_stops(decide=False)  # filler slots take queued models before the first step
   while training():
@@ -242,18 +254,22 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     res = real_models(res, n_real)
     frozen = program.take(np.asarray(state.frozen), back)
   rows = metrics.summarize(res, mask_T, threshold)
+  never = [stop is not None and table.entered[i] < 0 for i in range(n_real)]
   for i, (spec, row) in enumerate(zip(specs, rows)):
     last = int(st.stopped_at[i]) if stop else total
+    if never[i]:  # halved before it trained: nothing was measured
+      row = rows[i] = dict.fromkeys(row)
     if stop:
       row.update(trained_steps=last, stop=st.reason_of(i), started_at=int(table.entered[i]))
     row.update(task=task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
-               final_loss=float(curves["loss"][last - 1, i]), steps=total,
-               frozen=bool(frozen[i]), devices=len(devices), models_in_program=m,
+               final_loss=None if never[i] else float(curves["loss"][last - 1, i]),
+               steps=total, frozen=bool(frozen[i]), devices=len(devices), models_in_program=m,
                train_s=train_s, save_s=save_s, compile_s=prog.compile_s,
                memory_bytes=prog.memory_bytes,
                probe_step_s=probed.step_s if probed is not None else None)
-  acc = np.asarray(res["per_position_acc"])[:, mask_T]
+  acc = np.asarray(res["per_position_acc"], np.float64)[:, mask_T]
+  acc[np.asarray(never, bool)] = np.nan
   return GroupResult(rows=rows, curves=curves, per_position_acc=acc,
                      fingerprint=prog.fingerprint)
 
@@ -265,3 +281,4 @@ def _holders_inputs(table, specs, cfg, hp, arch):
     if i >= 0:
       hp, arch = slots_lib.put_inputs(hp, arch, j, specs[i], cfg)
   return hp, arch
+
