@@ -57,12 +57,12 @@ FLOPS_FORMULA = (
 # `mixed`: one grid of mixed depths trained three ways (run_mixed), not engine vs sequential
 MIXED = Preset(width=64, depth=8, seq=32, batch=16, heads=4, engine_k=4, sequential_steps=0,
                rounds=5)
-PRESET_NAMES = tuple(PRESETS) + ("mixed", "refill")  # refill: bench_refill.run_refill
+PRESET_NAMES = tuple(PRESETS) + ("mixed", "refill", "halving")  # bench_refill: the last two
 
 
 def check_preset(name: str) -> Preset:
   """The preset called `name`, or a one-line ValueError listing the valid ones."""
-  if name in ("mixed", "refill"):
+  if name in ("mixed", "refill", "halving"):
     return MIXED
   if name not in PRESETS:
     raise UserError(f"unknown preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")

@@ -25,10 +25,13 @@ def tiny_presets(monkeypatch):
   monkeypatch.setattr(bench_mixed, "MIXED_SEEDS", (0,))
   monkeypatch.setattr(bench_mixed, "MIXED_LRS", (1e-3, 3e-3))
   monkeypatch.setattr(devices, "probe_size", lambda _platform: 64)
-  monkeypatch.setattr(bench_refill, "SHRINK", [  # depths 1-2 x 2 seeds, 40 steps, 2 slots
-      "grid.depth=[1, 2]", "grid.seed=[0, 1]", "train.steps=40", "train.steps_per_call=20",
-      "checkpoint_every=20", "train.slots=2", "train.stop_every=20", "eval.size=64",
-      "train.warmup=0"])
+  small = ["grid.depth=[1, 2]", "grid.seed=[0, 1]", "train.steps=40", "eval.size=64",
+           "train.warmup=0"]
+  monkeypatch.setattr(bench_refill, "SHRINK", {  # depths 1-2 x 2 seeds, 40 steps
+      "refill": small + ["train.steps_per_call=20", "checkpoint_every=20", "train.slots=2",
+                         "train.stop_every=20"],  # 2 slots
+      "halving": small + ["train.steps_per_call=10", "checkpoint_every=20",
+                          "train.stop_every=10"]})  # x 3 lrs: the rung at step 10
   # not the split into one device per core: set before JAX starts in this test process,
   # it would give every later test in it 2 devices (tests/test_cli.py tests the split)
   monkeypatch.setattr(app, "split_host_into_cores", lambda: None)
@@ -53,6 +56,16 @@ def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys
     assert got["static"]["model_steps"] == 160 and got["continuous"]["model_steps"] <= 160
     assert got["wall_ratio"] == got["static"]["wall_s"] / got["continuous"]["wall_s"]
     assert f"continuous {got['continuous']['wall_s']:.1f} s" in last
+  elif preset == "halving":  # 2 depths x 3 lrs x 2 seeds; per depth: 3 scouts to the rung
+    for way in ("full", "halving"):  # (10 steps), the kept one on (40), its 2nd seed (40)
+      assert _positive(got[way]["wall_s"]) and got[way]["models"] == 12, got[way]
+      assert got[way]["budget"] == 12 * 40
+    assert got["full"]["model_steps"] == 480 and got["halving"]["model_steps"] == 2 * 100
+    assert got["model_steps_share"] == 200 / 480
+    assert set(got["full"]["best_k_star"]) == {"1", "2"}  # JSON keys
+    assert got["same_best_k_star"] == (got["full"]["best_k_star"]
+                                       == got["halving"]["best_k_star"])
+    assert f"halving {got['halving']['wall_s']:.1f} s" in last
   elif preset == "mixed":
     for way in ("compact", "pad", "bucket"):
       assert _positive(got[way]["model_steps_per_s"]), got[way]

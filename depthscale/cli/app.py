@@ -58,6 +58,15 @@ def cmd_bench(args, extras) -> int:
           f"time; depth-fit slope {c['slope']} vs {s['slope']} (inside the static 95% "
           f"interval: {result['slope_inside_static_ci']}); wrote {args.json}")
     return 0
+  if args.preset == "halving":  # two study runs, as refill
+    result = bench_refill.run_halving(log)
+    write_json(args.json, result)
+    f, h = result["full"], result["halving"]
+    print(f"full sweep {f['wall_s']:.1f} s ({f['model_steps']} model-steps), halving "
+          f"{h['wall_s']:.1f} s ({h['model_steps']}, {100 * result['model_steps_share']:.0f}% "
+          f"of the full sweep's); best k* per depth {h['best_k_star']} vs {f['best_k_star']} "
+          f"(same: {result['same_best_k_star']}); wrote {args.json}")
+    return 0
   split_host_into_cores()  # after every check: a refused command changes nothing
   reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
   if args.preset == "mixed":
