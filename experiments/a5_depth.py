@@ -10,6 +10,8 @@ NC1-complete). `control`: the abelian Z60 (TC0: fixed depth suffices); `solvable
 Z5, solvable and non-abelian (also TC0), both of order 60. `cpu`: generators, depths 1-3
 x 2 seeds, with both controls run beside A5 in WORKDIR/control and WORKDIR/solvable
 (sizes and evidence in BUILD_NOTES.md).
+Stopping rule: none (train.stop), at every size: no run has shown that plateau or
+solved keeps this study's fit and claims (the quickstart's plateau run moved its slope).
 """
 from depthscale import config
 

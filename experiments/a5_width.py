@@ -5,6 +5,7 @@
 Published fit: n* = 7.2 log2(w) - 41.7 (r^2 = 0.98): width must grow like exp(n).
 `gen`: words over A5's generators (as a5_depth.py) at paper scale. `cpu`: generators,
 depth 2, widths 16-128 x 2 seeds (sizes and evidence in BUILD_NOTES.md).
+Stopping rule: none (train.stop), at every size: no run has shown another keeps the fit.
 """
 from depthscale import config
 

@@ -6,6 +6,9 @@ depths 2-6; AdamW 1e-4, 1000 warm-up steps then linear decay, batch 32, 100k ste
 Theory: 2 + ceil(log2 k) layers suffice.
 `cpu`: k in 0..4, strings of 24, depths 1-4 x 2 seeds at width 32: the quickstart
 (experiments/quickstart.py is this variant; evidence in BUILD_NOTES.md).
+Stopping rule: none (train.stop), at every size: on `cpu` with 4 seeds, plateau (every 200,
+patience 5) stopped depths 1-2 early and moved the depth fit's slope out of the static
+run's 95% interval (BUILD_NOTES.md, Static vs continuous).
 """
 from depthscale import config
 

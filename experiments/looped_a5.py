@@ -8,6 +8,7 @@ A5's generators (as a5_depth.py) at paper scale.
 `cpu`: generators, a 1-layer block repeated 1, 2, 3 times x 2 seeds, beside standard
 models of depth 1-3 (a5_depth.py:cpu, same sizes) in WORKDIR/standard: the same
 effective depth, and (depth 1) the same parameter count.
+Stopping rule: none (train.stop), at every size: no run has shown another keeps the claims.
 """
 import os
 

@@ -7,6 +7,7 @@ depths 1-4 x 2 seeds at width 32, trained as one depth-compacted program on what
 devices JAX sees; per-position accuracy on a fixed held-out set, n*, the depth fit, plots and a
 report in WORKDIR, with the paper's claims checked (claims.json). The same models as
 `khop_depth.py:cpu`. A few minutes on a 2-core CPU (BUILD_NOTES.md has the figures).
+Stopping rule: none, as khop_depth.py:cpu (its docstring says why).
 """
 import argparse
 import os

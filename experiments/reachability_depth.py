@@ -7,6 +7,8 @@ Measured per graph size (each model trains and is evaluated at one size): the ac
 of its decision, and per depth the largest size solved; the fit is depth against log2
 of that size. `cpu`: depths 1-4 x 2 seeds at width 32, 3 small sizes, 1000 steps: the
 cheapest honest sizes, since nothing was learned at any CPU budget tried (BUILD_NOTES.md).
+Stopping rule: none (train.stop): plateau would end these flat runs early, and the
+evidence that nothing is learned would then be for a shorter budget (not measured).
 """
 from depthscale import config
 

@@ -7,6 +7,8 @@ order. 1-8 layers x 8 seeds, width 128, 8 heads, Adam lr 1e-3, decoupled weight 
 0.1, batch 512, 10k steps, no positional embedding beyond the task's own code.
 `cpu`: D = 3 in both arms, depths 1-4 x 2 seeds at width 32, batch 64, 3000 steps
 (sizes and evidence in BUILD_NOTES.md).
+Stopping rule: none (train.stop; a loss-scaled task has no `solved`): its claims read the
+loss curves to the end, which plateau would cut.
 """
 from depthscale import config
 

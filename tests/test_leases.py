@@ -5,6 +5,7 @@ import json
 import os
 import time
 
+import numpy as np
 import pytest
 
 from depthscale import config
@@ -152,3 +153,30 @@ def test_a_heartbeat_from_the_future_is_not_held_forever(tmp_path):
   assert leases.state(dict(rec, heartbeat=time.time() + 30), 60) == "held"  # skew < lease_s
   b = Lease(str(tmp_path), "g", lease_s=60)
   assert b.acquire() and b.took_over["heartbeat"] == rec["heartbeat"]
+
+
+def test_status_of_a_queued_group_shows_its_slots_and_an_eta_from_observed_stops(tmp_path):
+  from depthscale.core import stopping
+  from depthscale.sweep import slots
+  # 4 slots, 9 models; at group step 300: models 0 and 1 stopped at 100 and 200 (their
+  # slots now hold 4 and 5, entered at 100 and 200), 2 and 3 still at their first slot,
+  # 8 halved before it trained; 6 and 7 queued
+  table = slots.SlotTable(holder=np.array([4, 5, 2, 3]), entered=np.array(
+      [0, 0, 0, 0, 100, 200, -1, -1, -1]))
+  st = stopping.StopState.fresh(9)
+  st.stopped_at[[0, 1, 8]] = [100, 200, 0]
+  got = slots.summary(table, st, at=300, budget=1000)
+  # expected stops: a model at own step 200 (4) -> none stopped later: the budget, 800
+  # left; at 100 (5) -> 200, 100 left; at 300 (2, 3) -> 700 each; a queued one: 150 each
+  assert got == dict(slots=4, busy=4, queued=2, stopped=3,
+                     steps_left=max(800, (800 + 100 + 700 + 700 + 2 * 150) / 4))
+  c = config.load(SMOKE, ["lease_s=60.0"])
+  study_lib.claim_workdir(study_lib.resolve(c), str(tmp_path))
+  g = planned(c)[1][0]
+  r = Lease(str(tmp_path), g.id, lease_s=60)
+  assert r.acquire()
+  r.update(step=300, total_steps=c.train.steps, steps_per_s=20.0, slots=got)
+  rep = status.status(str(tmp_path))
+  row = rep["groups"][0]
+  assert row["slots"] == got and row["eta_s"] == pytest.approx(800 / 20.0)
+  assert "slots 4/4 busy, 2 queued, 3 stopped" in status.format_status(rep)

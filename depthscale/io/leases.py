@@ -175,12 +175,16 @@ class Lease:
       self.record["heartbeat"] = time.time()
       self._write()
 
-  def update(self, step: int, total_steps: int, steps_per_s: float | None) -> None:
+  def update(self, step: int, total_steps: int, steps_per_s: float | None,
+             slots: dict | None = None) -> None:
     """Progress shown by `depthscale status`: written at once the first time, then at
-    most every PROGRESS_S seconds (and with every heartbeat)."""
+    most every PROGRESS_S seconds (and with every heartbeat). `slots`: a group with a
+    stopping rule or a queue (sweep/slots.summary)."""
     with self._lock:
       first = self.record.get("step") is None
       self.record.update(step=step, total_steps=total_steps, steps_per_s=steps_per_s)
+      if slots is not None:
+        self.record["slots"] = slots
       if (first or time.time() - self._written >= PROGRESS_S) and self.held():
         self.record["heartbeat"] = time.time()
         self._write()

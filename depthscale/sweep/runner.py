@@ -186,6 +186,7 @@ class WorkerHooks(Hooks):
 
   def __init__(self, stop, lease, live, total_steps):
     self.stop, self.lease, self.live, self.total = stop, lease, live, total_steps
+    self.slots = None
 
   def should_stop(self) -> bool:
     return self.stop.set
@@ -195,7 +196,10 @@ class WorkerHooks(Hooks):
     self.live(step, curves)
 
   def on_progress(self, step, steps_per_s) -> None:
-    self.lease.update(step, self.total, steps_per_s)
+    self.lease.update(step, self.total, steps_per_s, self.slots)
+
+  def on_slots(self, summary) -> None:
+    self.slots = summary  # written with the next progress
 
 
 def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:

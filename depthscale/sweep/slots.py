@@ -108,3 +108,23 @@ def put_model(state, hp, arch, j: int, spec, cfg, tcfg):
 def set_frozen(state, frozen_m):
   """state with its frozen flags set to the host array frozen_m (program order)."""
   return state.replace(frozen=jax.device_put(np.asarray(frozen_m), state.frozen.sharding))
+
+
+def summary(table: SlotTable, st, at: int, budget: int) -> dict:
+  """What `depthscale status` shows of a group with a stopping rule or a queue: its slots,
+  how many hold a model, the models queued and stopped, and the program steps left as
+  the stopping seen so far predicts them (a model at own step s runs to the mean stop
+  step of the models that stopped after s, the budget if none did)."""
+  stopped = st.stopped_at[st.stopped_at > 0]  # 0: halved before it trained
+
+  def expect(s):
+    later = stopped[stopped > s]
+    return min(float(later.mean()) if later.size else float(budget), budget)
+
+  own = [at - int(table.entered[i]) for i in table.holder if i >= 0]
+  left = [max(expect(s) - s, 0.0) for s in own]
+  waiting = [i for i in table.queued if st.stopped_at[i] < 0]
+  work = sum(left) + len(waiting) * expect(0)
+  return dict(slots=len(table.holder), busy=len(own), queued=len(waiting),
+              stopped=int((st.stopped_at >= 0).sum()),
+              steps_left=int(round(max(max(left, default=0.0), work / len(table.holder)))))

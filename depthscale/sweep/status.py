@@ -1,7 +1,9 @@
 """`depthscale status WORKDIR`: where a sweep stands, from the workdir alone.
 
 Each group of the study (planned from the workdir's config.json) is done (its results
-file exists), running (a live lease: holder, host, step, steps/s, ETA, lease age), stale
+file exists), running (a live lease: holder, host, step, steps/s, ETA, lease age; with a stopping rule
+or a queue the slots busy, models queued and stopped, and an ETA from the stopping seen
+so far), stale
 (a lease not renewed for lease_s: it will be taken over), or pending (never leased, or
 released; with the step of its latest checkpoint if it has one).
 Reads the workdir through io/workdir.py and its study through sweep/study.py; never
@@ -41,11 +43,12 @@ def status(workdir: str, now: float | None = None) -> dict:
       row["state"] = {"held": "running", "stale": "stale", "free": "pending"}[st]
       row["checkpoint_step"] = workdir_lib.checkpoint_step(workdir, g.id)
       if rec is not None and st != "free":
-        rate, step = rec.get("steps_per_s"), rec.get("step")
+        rate, step, sl = rec.get("steps_per_s"), rec.get("step"), rec.get("slots")
+        left = sl["steps_left"] if sl else (row["steps"] - step if step is not None else None)
         row.update(holder=rec.get("owner"), host=rec.get("host"), pid=rec.get("pid"),
                    step=step, steps_per_s=rate, lease_age_s=now - rec.get("heartbeat", now),
-                   lease_generation=gen,
-                   eta_s=(row["steps"] - step) / rate if rate and step is not None else None)
+                   lease_generation=gen, slots=sl,
+                   eta_s=left / rate if rate and left is not None else None)
     out.append(row)
   counts = {s: sum(r["state"] == s for r in out) for s in ("done", "running", "stale", "pending")}
   total = sum(r["models"] * r["steps"] for r in out)  # an upper bound with stopping
@@ -83,6 +86,10 @@ def format_status(report: dict) -> str:
       line += (f" step {r.get('step') if r.get('step') is not None else '-'}/{r['steps']}  "
                f"{rate}  ETA {_dur(r.get('eta_s'))}  {r.get('host')} pid {r.get('pid')} "
                f"({r.get('holder')}), heartbeat {r['lease_age_s']:.0f} s ago")
+      if r.get("slots"):
+        sl = r["slots"]
+        line += (f"\n  {'':28s} slots {sl['busy']}/{sl['slots']} busy, {sl['queued']} "
+                 f"queued, {sl['stopped']} stopped; ETA from the stopping seen so far")
     elif r["state"] == "pending" and r.get("checkpoint_step"):
       line += f" resumes from step {r['checkpoint_step']}"
     lines.append(line)

@@ -69,7 +69,8 @@ class Hooks:
   `should_stop()` after every dispatch (True: checkpoint at the current step, then
   Interrupted); `before_save(step, curves)` before every checkpoint (it may raise to
   abandon the group, e.g. a lost lease); `on_progress(step, steps_per_s)` after every
-  dispatch read back."""
+  dispatch read back; `on_slots(summary)` after every stopping check of a group with a
+  rule or a queue (sweep/slots.summary: slots busy, queued, stopped, steps left)."""
 
   def should_stop(self) -> bool:
     return False
@@ -78,6 +79,9 @@ class Hooks:
     pass
 
   def on_progress(self, step: int, steps_per_s: float | None) -> None:
+    pass
+
+  def on_slots(self, summary: dict) -> None:
     pass
 
 
@@ -189,6 +193,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
       state, hp, arch = slots_lib.put_model(state, hp, arch, j, specs[i], cfg, tcfg)
       table.holder[j], table.entered[i], frozen[j] = i, at, False
     state = slots_lib.set_frozen(state, frozen)
+    hooks.on_slots(slots_lib.summary(table, st, at, total))
 
   total_global = total * -(-n_real // n_slots)  # an upper bound with a queue
   bar = tqdm(total=total_global, initial=start, desc=f"{desc} ({m} models)", unit="step",
