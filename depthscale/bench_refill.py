@@ -26,6 +26,7 @@ SEEDS = [0, 1, 2, 3]
 CONTINUOUS = ["train.slots=8", "train.stop=plateau", "train.stop_every=200",
               "train.patience=5"]
 LRS = [1e-3, 3e-3, 1e-2]  # halving: the quickstart's 3e-3, a third below and above
+ROW = ("depth", "lr", "seed", "k_star", "n_star", "eval_loss", "trained_steps", "stop")
 SHRINK: dict[str, list[str]] = {}  # tests: preset -> overrides for a tiny size (both ways)
 
 
@@ -64,7 +65,8 @@ def best_per_depth(rows, field: str) -> dict:
 def run_halving(log: Callable[[str], None] = print) -> dict:
   """{"full": {...}, "halving": {...}, "model_steps_share", "same_best_k_star",
   "same_best_n_star"}; each way {"wall_s", "model_steps", "budget", "best_k_star",
-  "best_n_star"} (per depth, the best over learning rates and seeds)."""
+  "best_n_star"} (per depth, the best over learning rates and seeds), "rows" (each
+  model's ROW fields)."""
   from depthscale.report.fits import model_steps
   out = {}
   for way, extra in (("full", []), ("halving", ["train.stop=halving"])):
@@ -72,7 +74,8 @@ def run_halving(log: Callable[[str], None] = print) -> dict:
     trained, budget = model_steps(rows)
     out[way] = dict(wall_s=wall, model_steps=trained, budget=budget, models=len(rows),
                     best_k_star=best_per_depth(rows, "k_star"),
-                    best_n_star=best_per_depth(rows, "n_star"))
+                    best_n_star=best_per_depth(rows, "n_star"),
+                    rows=[{k: r.get(k) for k in ROW} for r in rows])
     log(f"bench halving: {way}: {wall:.1f} s, {trained} of {budget} model-steps, best k* "
         f"per depth {out[way]['best_k_star']}, best n* {out[way]['best_n_star']}")
   f, h = out["full"], out["halving"]

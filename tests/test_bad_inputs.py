@@ -110,6 +110,18 @@ ROWS = [
     ("fewer slots than compacted depths", ["--config.train.slots=2",
                                            "--config.plan.strategy=compact"],
      ["train.slots", "depths"]),
+    ("halving over one learning rate", ["--config.train.stop=halving"],
+     ["train.stop=halving", "grid.lr"]),
+    ("halving with slots", ["--config.train.stop=halving", "--config.grid.lr=[0.001,0.003]",
+                            "--config.train.slots=4"], ["train.slots", "halving"]),
+    ("halving eta below 2", ["--config.train.stop=halving", "--config.grid.lr=[0.001,0.003]",
+                             "--config.train.eta=1"], ["train.eta"]),
+    ("halving rungs below stop_every", [
+        "--config.train.stop=halving", "--config.grid.lr=[1e-4,2e-4,3e-4,4e-4,5e-4,6e-4,"
+        "7e-4,8e-4,9e-4]", "--config.train.stop_every=100"], ["train.steps", "rung"]),
+    ("halving over a setting split in two groups", [
+        "--config.train.stop=halving", "--config.grid.lr=[0.001,0.003]",
+        "--config.plan.max_models_per_group=1"], ["halving", "plan.max_models_per_group"]),
     ("solved on a loss-measured task", ["--config.train.stop=solved"],
      ["train.stop", "loss", "plateau"],
      lambda *_: {"config": "experiments/retrieval_layers.py:smoke"}),

@@ -161,3 +161,32 @@ def test_max_points_subsamples_evenly_keeping_ends():
   assert len(trackers._subsample(1000, 500)) == 500  # pylint: disable=protected-access
   with pytest.raises(ValueError):
     trackers.WandbTracker(".", SWEEP, mode="offline", max_points=1)
+
+
+def test_live_curves_follow_each_model_on_its_own_steps():
+  """A queued model entered late: its W&B curve gets its own steps as it trains them,
+  each once, never the group's steps nor the empty ones."""
+  import numpy as np
+  from depthscale.core.ensemble import ModelSpec
+  from depthscale.sweep import plan, tracking
+  from depthscale.sweep.grid import Cell
+
+  class Fake:
+    def __init__(self):
+      self.got = {}
+
+    def log_model(self, key, conf, curves, summary):
+      self.got.setdefault(key, []).extend(zip(curves["step"], curves["loss"]))
+
+  g = plan.Group((Cell(ModelSpec(1, 16, 2, seed=0), 8), Cell(ModelSpec(1, 16, 2, seed=1), 8)), 8)
+  fake = Fake()
+  live = tracking.LiveCurves(fake, g, log_every=10)
+  curves = {k: np.full((50, 2), np.nan, np.float32) for k in ("loss", "lr")}
+  curves["loss"][:, 0], curves["lr"][:, 0] = np.arange(50), 1e-3  # model 0: its budget
+  curves["loss"][:15, 1], curves["lr"][:15, 1] = 100 + np.arange(15), 1e-3  # entered at 35
+  live(50, curves)
+  curves["loss"][15:40, 1], curves["lr"][15:40, 1] = 115 + np.arange(25), 1e-3
+  live(75, curves)  # the group ran past model 0's budget; model 1 is at its own step 40
+  first, second = (fake.got[c.key] for c in g.cells)
+  assert first == [(t, t - 1) for t in (10, 20, 30, 40, 50)]
+  assert second == [(t, 100 + t - 1) for t in (10, 20, 30, 40)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
+
 from depthscale.io import workdir as workdir_lib
 
 SUMMARY = ("n_star", "k_star", "final_loss", "eval_loss", "seq_acc", "frozen")
@@ -32,24 +34,31 @@ class Locked:
 
 class LiveCurves:
   """Streams each model's curves to the tracker at every checkpoint of its group (every
-  `log_every` steps), so a long group shows progress before it ends."""
+  `log_every` of its own steps), so a long group shows progress before it ends. A model
+  of a queue or a stopping rule is followed on its own steps: those it has trained so far
+  (its `lr` curve is filled up to there), logged once each."""
 
   def __init__(self, tracker, g, log_every=10):
-    self.tracker, self.g, self.log_every, self.logged = tracker, g, log_every, 0
+    self.tracker, self.g, self.log_every = tracker, g, log_every
+    self.logged = [0] * len(g.cells)
 
   def __call__(self, step, curves):
-    step = min(step, len(curves["loss"]))  # with a queue the group runs past one budget
-    steps = list(range(self.logged + self.log_every, step + 1, self.log_every))
-    if not steps:
-      return
+    filled = np.isfinite(curves["lr"]) if "lr" in curves else None
     for m, cell in enumerate(self.g.cells):
+      own = min(step, len(curves["loss"]))
+      if filled is not None:  # a queued or stopped model: where its own curves end
+        gap = np.nonzero(~filled[:, m])[0]
+        own = min(own, int(gap[0]) if gap.size else own)
+      steps = list(range(self.logged[m] + self.log_every, own + 1, self.log_every))
+      if not steps:
+        continue
       s = cell.spec
       conf = dict(depth=s.depth, width=s.width, heads=s.heads, seed=s.seed, lr=s.lr,
                   length=self.g.length, repeats=s.repeats, group=self.g.id)
       part = {"step": steps, **{k: v[[t - 1 for t in steps], m].tolist()
                                 for k, v in curves.items()}}
       self.tracker.log_model(cell.key, conf, part, {})
-    self.logged = steps[-1]
+      self.logged[m] = steps[-1]
 
 
 def log_group(tracker, rows) -> None:
