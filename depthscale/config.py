@@ -34,13 +34,16 @@ def defaults() -> ml_collections.ConfigDict:
       batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
       decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
       advance_at=0.95, models_per_chunk=0, stop="none", stop_every=0, patience=5,
-      eta=3, slots=0))
+      eta=3, slots=0, rebuild="auto", rebuild_steps=0))
   # stop: none | solved | plateau | halving (core/stopping.py), checked on the held-out set
   # every stop_every steps (0: every steps_per_call); plateau: after `patience` evaluations
   # without improvement; halving: successive halving over each setting's learning rates,
   # keeping the best 1/eta at each rung (core/halving.py). The step budget (steps) stays the upper bound. slots > 0: each
   # group's program trains that many models at once; the rest queue and take the slot
   # of a model that is done (continuous batching, sweep/slots.py); 0 = all at once.
+  # rebuild (with a rule): auto | never; auto drops idle slots (or gives them to queued
+  # models of another depth) in a rebuilt program when the idle cost over the steps left
+  # exceeds a compile of rebuild_steps steps (0: the plan's probe, else 1000; resize.py).
   # models_per_chunk > 0: each step runs the vmapped models this many at a time (less
   # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
   c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))

@@ -124,6 +124,9 @@ def validate(c: ml_collections.ConfigDict):
     raise ConfigError(f"train.steps: {steps} is not a multiple of train.stop_every="
                       f"{stop_every} (a model's budget ends at a check)")
   slots = _num(c, "train.slots", 0, integer=True)
+  if c.train.rebuild not in ("auto", "never"):
+    raise ConfigError(f"train.rebuild: {c.train.rebuild!r}; valid: auto, never")
+  _num(c, "train.rebuild_steps", 0, integer=True)
   if c.train.stop == "halving":
     _check_halving(c, slots, stop_every or k)
   shapes = {(d, r) for d in c.grid.depth for r in c.grid.repeats}

@@ -163,6 +163,21 @@ def take(tree, index, axis: int = 0):
   return jax.tree.map(lambda x: np.take(np.asarray(x), index, axis=axis), tree)
 
 
+def real_models(tree, n_real: int, axis: int = 0):
+  """The first n_real models of every leaf (what checkpoints hold: no filler copies)."""
+  return jax.tree.map(lambda x: x[(slice(None),) * axis + (slice(0, n_real),)], tree)
+
+
+def refill(tree, m: int, axis: int = 0):
+  """Leaves with n_real models along `axis`, filled up to m with copies of the last one:
+  the state the filler copies would have had, since they train exactly as that model."""
+  def one(x):
+    x = np.asarray(x)
+    last = np.take(x, [x.shape[axis] - 1], axis=axis)
+    return np.concatenate([x] + [last] * (m - x.shape[axis]), axis=axis)
+  return jax.tree.map(one, tree)
+
+
 def shard_models(tree, devices):
   """Every leaf's leading models axis split over `devices` (a 1-D mesh named 'models');
   as it is on one device."""

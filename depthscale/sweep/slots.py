@@ -19,6 +19,7 @@ import numpy as np
 from depthscale.core import ensemble, train
 
 IDLE = -1
+PAST = -2  # a checkpointed holder beyond the current program's slots (sweep/resize.py)
 
 
 @dataclasses.dataclass
@@ -36,12 +37,16 @@ class SlotTable:
     entered[holder[holder >= 0]] = 0
     return cls(holder=holder, entered=entered)
 
-  def as_tree(self) -> dict:
-    return dataclasses.asdict(self)
+  def as_tree(self, size: int = 0) -> dict:
+    """Plain arrays; the holder padded with PAST to `size` slots (a checkpoint keeps the
+    first program's size when a rebuild made it smaller)."""
+    pad = np.full(max(size - len(self.holder), 0), PAST, np.int64)
+    return dict(holder=np.concatenate([self.holder, pad]), entered=self.entered)
 
   @classmethod
   def from_tree(cls, tree: dict) -> "SlotTable":
-    return cls(**{k: np.asarray(v, np.int64) for k, v in tree.items()})
+    holder = np.asarray(tree["holder"], np.int64)
+    return cls(holder=holder[holder != PAST], entered=np.asarray(tree["entered"], np.int64))
 
   @property
   def queued(self) -> np.ndarray:
@@ -78,6 +83,14 @@ def first_models(specs, n_slots: int, layout: str) -> list[int]:
         chosen.append(idx[turn])
     turn += 1
   return sorted(chosen)
+
+
+def holders_inputs(table: SlotTable, specs, cfg, hp, arch):
+  """hp and arch of the models the (restored) table puts in each slot: the specs' own."""
+  for j, i in enumerate(table.holder):
+    if i >= 0:
+      hp, arch = put_inputs(hp, arch, j, specs[i], cfg)
+  return hp, arch
 
 
 def slot_shape(spec, layout: str):

@@ -17,7 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from depthscale.core import ensemble, halving, metrics, program, stopping, train
-from depthscale.sweep import slots as slots_lib
+from depthscale.sweep import resize, slots as slots_lib
 
 CURVES = ("loss", "accuracy", "lr", "stage")
 
@@ -36,21 +36,6 @@ class GroupResult:
   curves: dict[str, np.ndarray]    # name -> [steps, M]
   per_position_acc: np.ndarray     # [M, counted positions] held-out
   fingerprint: str = ""            # the compiled program's (core/program.py)
-
-
-def real_models(tree, n_real: int, axis: int = 0):
-  """The first n_real models of every leaf (what checkpoints hold: no filler copies)."""
-  return jax.tree.map(lambda x: x[(slice(None),) * axis + (slice(0, n_real),)], tree)
-
-
-def refill(tree, m: int, axis: int = 0):
-  """Leaves with n_real models along `axis`, filled up to m with copies of the last one:
-  the state the filler copies would have had, since they train exactly as that model."""
-  def one(x):
-    x = np.asarray(x)
-    last = np.take(x, [x.shape[axis] - 1], axis=axis)
-    return np.concatenate([x] + [last] * (m - x.shape[axis]), axis=axis)
-  return jax.tree.map(one, tree)
 
 
 DISPATCH_S = 2.0  # target seconds of one dispatch: a stop request waits for at most ~2
@@ -91,7 +76,8 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                 desc: str = "group", devices=None, checkpoints=None,
                 checkpoint_every: int = 0, hooks: Hooks | None = None, probed=None,
                 memory_limit: float | None = None,
-                stop: stopping.Rule | None = None, slots: int = 0) -> GroupResult:
+                stop: stopping.Rule | None = None, slots: int = 0,
+                rebuild_steps: int | None = None) -> GroupResult:
   """Train a group to the end. Dispatches are sized by time (at most steps_per_call
   steps, about DISPATCH_S seconds each) so that `hooks.should_stop()` is served within
   seconds: the state is then checkpointed at the current step and Interrupted raised.
@@ -102,7 +88,9 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   `stop.every` steps; a model that is done leaves its slot. `slots` (0: one per model)
   below the number of models puts the rest in a queue: a freed slot takes the next queued
   model of its shape (sweep/slots.py). Either way rows gain `trained_steps` and `stop`,
-  and each model's curves run on its own steps."""
+  and each model's curves run on its own steps. `rebuild_steps` (None: never) is what a
+  compile costs in steps of the program: with a rule, idle slots are dropped or given to
+  queued models of other shapes in a rebuilt program when that saves more (resize.py)."""
   hooks = hooks or Hooks()
   k, total, n_real = steps_per_call, tcfg.total_steps, len(specs)
   n_slots = slots if 0 < slots < n_real else n_real
@@ -120,20 +108,24 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                      f"stop.every must be multiples of steps_per_call ({k}), and total_steps "
                      "of stop.every")
   queue = n_slots < n_real
+  rebuilding = stop is not None and rebuild_steps is not None
+  by_slot = queue or rebuilding  # checkpoints hold the slots as they are (and the table)
   chosen = (ladder.scouts if ladder else
             slots_lib.first_models(specs, n_slots, tcfg.layout))
-  prog = program.build(task, [specs[i] for i in chosen], tcfg, model_options, k, devices,
-                       cover=specs)
+  build = lambda idx: program.build(task, [specs[i] for i in idx], tcfg, model_options, k,
+                                    devices, cover=specs)
+  prog, built = build(chosen), list(chosen)  # built: the models the program was built with
   # A compacted group runs its models in program order (deepest first, dealt over the
   # devices); curves, rows and evaluation stay in spec order (the slot table maps them).
   order, back, devices = prog.order, prog.back, prog.devices
   cfg, tcfg, state, hp, arch = prog.cfg, prog.tcfg, prog.state, prog.hp, prog.arch
-  prog.state = None  # the only reference is `state`: a restored state frees the initial one
-  m = len(prog.specs)
+  prog.state, fingerprint = None, prog.fingerprint  # `state`: the only reference to it
+  m = m0 = len(prog.specs)
   initial = order if order is not None else np.arange(m)  # index into the built models
   table = slots_lib.SlotTable.start(initial, chosen, n_real)
   shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in specs]
-  slot_shapes = [shapes[chosen[min(x, n_slots - 1)]] for x in initial]  # a filler: the last's
+  slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]  # fillers: the last's
+  compile_s = prog.compile_s
   names = CURVES + task.measure_names(tcfg.length)  # the task's own measures, per step
   curves = {name: np.full((total, n_real), np.nan, np.float32) for name in names}
   start, st = 0, stopping.StopState.fresh(n_real)
@@ -144,30 +136,38 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   done = {k_: np.zeros((n_real,) + v.shape[1:], v.dtype) for k_, v in like.items()}
 
   def payload():  # what a checkpoint holds
-    if queue:  # every slot as it is (program order) and who holds it
-      return {"slots": state, "curves": curves, "stop": st.as_tree(),
-              "table": table.as_tree(), "done": done}
-    out = {"state": real_models(program.take(state, back), n_real), "curves": curves}
+    if by_slot:  # every slot as it is (program order, at the first program's size)
+      return {"slots": resize.pad_rows(state, m0), "curves": curves, "stop": st.as_tree(),
+              "table": table.as_tree(m0), "done": done, "built": resize.pad(built, m0)}
+    out = {"state": program.real_models(program.take(state, back), n_real), "curves": curves}
     return dict(out, stop=st.as_tree(), done=done, table=table.as_tree()) if stop else out
 
   if checkpoints is not None:  # without a queue: the real models only, any device count
     step, saved = checkpoints.restore_latest(payload())
     if step is not None:
       put = lambda new, old: jax.device_put(new, old.sharding)
-      if queue:
-        state = jax.tree.map(put, saved["slots"], state)
+      if by_slot:
         table = slots_lib.SlotTable.from_tree(saved["table"])
-        hp, arch = _holders_inputs(table, specs, cfg, hp, arch)
+        if [int(i) for i in saved["built"] if i >= 0] != built:  # a rebuilt program
+          built = [int(i) for i in saved["built"] if i >= 0]
+          prog, state = build(built), None
+          state, hp, arch, prog.state = prog.state, prog.hp, prog.arch, None
+          slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]
+        rows_ = program.take(saved["slots"], np.arange(len(table.holder)))
+        state = jax.tree.map(put, rows_, state)
+        hp, arch = slots_lib.holders_inputs(table, specs, cfg, hp, arch)
       else:
-        state = jax.tree.map(put, program.take(refill(saved["state"], m), order), state)
+        state = jax.tree.map(put, program.take(program.refill(saved["state"], m), order), state)
       curves, start = saved["curves"], step
       if stop:
         st, done = stopping.StopState.from_tree(saved["stop"]), saved["done"]
         table = slots_lib.SlotTable.from_tree(saved["table"])
       print(f"depthscale: {desc} resumes from its step-{step} checkpoint", file=sys.stderr)
 
+  ok = lambda i: st.stopped_at[i] < 0 and (ladder is None or ladder.eligible(i, at))
+
   def check_stops(decide=True):  # evaluate, decide; a model that is done leaves its slot
-    nonlocal state, hp, arch
+    nonlocal state, hp, arch, prog, built, slot_shapes, compile_s, last_done
     frozen = np.array(state.frozen)
     if decide:  # never at step 0: every model is first judged at its own step `every`
       res = jax.device_get(evaluate(state.params, arch, held))
@@ -185,7 +185,6 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
           done[key][i] = res[key][j]
         table.holder[j] = slots_lib.IDLE
     for j in np.nonzero(table.holder < 0)[0]:  # freed (or filler) slots take queued models
-      ok = lambda i: st.stopped_at[i] < 0 and (ladder is None or ladder.eligible(i, at))
       i = table.next_for(slot_shapes[j], shapes, ok) if queue else None
       if i is None:
         frozen[j] = True
@@ -193,7 +192,20 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
       state, hp, arch = slots_lib.put_model(state, hp, arch, j, specs[i], cfg, tcfg)
       table.holder[j], table.entered[i], frozen[j] = i, at, False
     state = slots_lib.set_frozen(state, frozen)
-    hooks.on_slots(slots_lib.summary(table, st, at, total))
+    summary = slots_lib.summary(table, st, at, total)
+    new = resize.choose(table.holder, prog.specs, [i for i in table.queued if ok(i)], specs,
+                        tcfg.layout, len(devices), summary["steps_left"],
+                        rebuild_steps) if rebuilding and decide else None
+    p = build(new) if new is not None else None
+    if p is not None and (memory_limit is None or p.memory_bytes <= memory_limit):
+      print(f"depthscale: {desc} rebuilt at step {at}: {len(prog.specs)} -> {len(p.specs)} "
+            f"slots, {int((table.holder >= 0).sum())} in training", file=sys.stderr)
+      state, hp, arch, table.holder = resize.move(p, state, hp, arch, table.holder, new)
+      table.entered[[i for i in new if table.entered[i] < 0]] = at
+      prog, built, p.state, compile_s = p, new, None, compile_s + p.compile_s
+      slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]
+      summary, last_done = slots_lib.summary(table, st, at, total), None
+    hooks.on_slots(summary)
 
   total_global = total * -(-n_real // n_slots)  # an upper bound with a queue
   bar = tqdm(total=total_global, initial=start, desc=f"{desc} ({m} models)", unit="step",
@@ -256,7 +268,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     res, frozen = done, np.asarray([st.reason_of(i) == "frozen" for i in range(n_real)])
   else:
     res = program.take(jax.device_get(evaluate(state.params, arch, held)), back)
-    res = real_models(res, n_real)
+    res = program.real_models(res, n_real)
     frozen = program.take(np.asarray(state.frozen), back)
   rows = metrics.summarize(res, mask_T, threshold)
   never = [stop is not None and table.entered[i] < 0 for i in range(n_real)]
@@ -270,20 +282,10 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=tcfg.length,
                final_loss=None if never[i] else float(curves["loss"][last - 1, i]),
                steps=total, frozen=bool(frozen[i]), devices=len(devices), models_in_program=m,
-               train_s=train_s, save_s=save_s, compile_s=prog.compile_s,
+               train_s=train_s, save_s=save_s, compile_s=compile_s,
                memory_bytes=prog.memory_bytes,
                probe_step_s=probed.step_s if probed is not None else None)
   acc = np.asarray(res["per_position_acc"], np.float64)[:, mask_T]
   acc[np.asarray(never, bool)] = np.nan
-  return GroupResult(rows=rows, curves=curves, per_position_acc=acc,
-                     fingerprint=prog.fingerprint)
-
-
-def _holders_inputs(table, specs, cfg, hp, arch):
-  """hp and arch of the models the restored table puts in each slot (the state came
-  from the checkpoint; hyperparameters and arch are the specs')."""
-  for j, i in enumerate(table.holder):
-    if i >= 0:
-      hp, arch = slots_lib.put_inputs(hp, arch, j, specs[i], cfg)
-  return hp, arch
+  return GroupResult(rows=rows, curves=curves, per_position_acc=acc, fingerprint=fingerprint)
 
