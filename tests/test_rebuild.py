@@ -40,8 +40,12 @@ def _group(specs, layout, rule="solved", slots=0, **kw):
 # more depth-1 models queue. Without a rebuild they wait for the depth-1 slot (step 60).
 RESHAPE = [ModelSpec(1, 16, 2, seed=20, lr=1e-5), ModelSpec(2, 16, 2, seed=21, lr=1e-2),
            ModelSpec(1, 16, 2, seed=22, lr=1e-2), ModelSpec(1, 16, 2, seed=23, lr=3e-3)]
+# The deepest model solves first: the compacted program left is shallower (depths 3, 1)
+# than the group's padded depth (4), with a band of two layers.
+SHALLOWER = [ModelSpec(4, 16, 2, seed=30, lr=1e-2), ModelSpec(3, 16, 2, seed=31, lr=1e-5),
+             ModelSpec(1, 16, 2, seed=32, lr=1e-5)]
 CASES = {("shrink", "pad"): (SPECS, 0), ("shrink", "compact"): (SPECS, 0),
-         ("reshape", "compact"): (RESHAPE, 2)}
+         ("reshape", "compact"): (RESHAPE, 2), ("shallower", "compact"): (SHALLOWER, 0)}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +62,9 @@ def test_a_model_through_rebuilt_programs_is_the_model_trained_alone(rebuilt, ca
   if case == "shrink":  # the program shrank while models were still training
     assert got.rows[0]["models_in_program"] == 4 and sizes[0][1] < 4, sizes
     assert [r["stop"] for r in got.rows].count("budget") == 1  # trained after the rebuilds
+  elif case == "shallower":
+    assert got.rows[0]["stop"] == "solved" and sizes[-1][1] == 2, (got.rows, sizes)
+    assert [r["stop"] for r in got.rows[1:]] == ["budget", "budget"]
   else:  # the depth-2 slot, left with no model of its depth, took a queued depth-1 model
     rows = got.rows
     assert rows[0]["trained_steps"] == STEPS and rows[1]["trained_steps"] < STEPS
@@ -109,8 +116,49 @@ def test_the_cost_model_by_hand():
 
 
 def test_what_a_rebuild_costs():
-  probe = type("P", (), dict(compile_s=12.0, step_s=0.05))()
-  assert resize.compile_steps("never", 0, probe) is None
-  assert resize.compile_steps("auto", 300, probe) == 300
-  assert resize.compile_steps("auto", 0, probe) == 240
-  assert resize.compile_steps("auto", 0, None) == resize.DEFAULT_STEPS
+  assert resize.compile_steps("never", 0, 20.0, 0.1) is None
+  assert resize.compile_steps("auto", 300, 20.0, 0.1) == 300
+  assert resize.compile_steps("auto", 0, 20.0, 0.1) == 200  # plan.compile_s / step s
+  assert resize.compile_steps("auto", 0, 20.0, 30.0) == 1
+
+
+TWO_DEVICES = """
+import json, sys
+sys.path.insert(0, "tests")
+import jax
+from test_rebuild import _group, SPECS
+assert len(jax.devices()) == 2
+out = {}
+with jax.enable_x64(True):
+  for layout in ("pad", "compact"):
+    res, sizes = _group(SPECS, layout)
+    out[layout] = dict(sizes=sizes, loss=[[float(x) for x in c] for c in res.curves["loss"].T],
+                       rows=[(r["stop"], r["trained_steps"], r["n_star"], r["eval_loss"])
+                             for r in res.rows])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_rebuilt_programs_on_two_devices_match_one(rebuilt):
+  """The shrink on 2 forced CPU devices (the models axis sharded; a lone model keeps a
+  filler beside it): the same stops and, in float64, the same curves as on 1 device."""
+  import json
+  import os
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  p = subprocess.run([sys.executable, "-c", TWO_DEVICES], cwd=root, env=env,
+                     capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "4 -> 2 slots" in p.stderr
+  got = json.loads(p.stdout.strip().splitlines()[-1])
+  for layout in ("pad", "compact"):
+    ref, _ = rebuilt[("shrink", layout)]
+    two = got[layout]
+    assert [tuple(r[:3]) for r in two["rows"]] == [
+        (r["stop"], r["trained_steps"], r["n_star"]) for r in ref.rows]
+    np.testing.assert_allclose([r[3] for r in two["rows"]],
+                               [r["eval_loss"] for r in ref.rows], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(two["loss"]).T, ref.curves["loss"], rtol=1e-6)

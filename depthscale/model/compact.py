@@ -104,6 +104,11 @@ def _layers(cfg, f, layer_M, x_MxBxTxD, on_MxL, arch_M: Arch, counts_L):
   n = x_MxBxTxD.shape[0]
   if counts_L[0] != n:
     raise ValueError(f"compact profile {counts_L} does not fit {n} models")
+  # layers past the profile (no model here has them: a group's padded depth can exceed
+  # its program's, e.g. after a rebuild) are never run
+  if len(counts_L) < on_MxL.shape[1]:
+    layer_M = jax.tree.map(lambda w: w[:, :len(counts_L)], layer_M)
+    on_MxL = on_MxL[:, :len(counts_L)]
   spans = bands(counts_L)
   cuts = [a for a, _ in spans[1:]]
   params, ons = _split(layer_M, cuts), _split(on_MxL, cuts)

@@ -251,6 +251,16 @@ def cost_fn(study):
   return cost
 
 
+def step_seconds(study, g: Group, flops_per_s: float, models: int = 0) -> float:
+  """The planner's seconds for one step of group g's program at `flops_per_s` (with
+  `models` > 0 slots of its len(g.cells) models: that share of it)."""
+  c = study.config
+  computed, _ = group_cost(g, study.seq_len(g.length), c.train.batch_size, 1,
+                           c.model.mlp_ratio, study.output_dim)
+  share = models / len(g.cells) if 0 < models < len(g.cells) else 1.0
+  return computed * share / flops_per_s
+
+
 def largest_first(study, groups: list[Group]) -> list[Group]:
   """The order in which workers pull groups: the planner's cost, largest first."""
   return sorted(groups, key=cost_fn(study), reverse=True)

@@ -22,19 +22,17 @@ import numpy as np
 from depthscale.core import program
 from depthscale.sweep import slots as slots_lib
 
-DEFAULT_STEPS = 1000  # a compile, in steps of the group's program, without a probe
 
 
-def compile_steps(mode: str, steps: int, probed) -> int | None:
-  """What a rebuild costs, in steps of the group's program: None (never rebuild),
-  `steps` when set (> 0), else the plan's probe (compile_s / step_s), else DEFAULT_STEPS."""
+def compile_steps(mode: str, steps: int, compile_s: float, step_s: float) -> int | None:
+  """What a rebuild costs, in steps of the group's program: None (never rebuild), `steps`
+  when set (> 0), else the planner's cost model: plan.compile_s over its seconds per step
+  (sweep/plan.step_seconds), so the same study decides alike on every rerun."""
   if mode == "never":
     return None
   if steps > 0:
     return steps
-  if probed is not None and probed.step_s > 0:
-    return max(1, math.ceil(probed.compile_s / probed.step_s))
-  return DEFAULT_STEPS
+  return max(1, math.ceil(compile_s / max(step_s, 1e-12)))
 
 
 def slot_costs(specs, layout: str) -> list[float]:

@@ -209,20 +209,21 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
   lease.start()
   ckpt = GroupCheckpoints(workdir_lib.checkpoint_dir(workdir, g.id))
   live = tracking.LiveCurves(tracker, g)
-  probed = probe.cached_for(study, g, devs)
   try:
     res = train_group(study.task, g.specs, study.train_config(g),
                       steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
                       threshold=c.eval.threshold, model_options=study.model_options(g),
-                      probed=probed,
+                      probed=probe.cached_for(study, g, devs),
                       memory_limit=probe.memory_limit(study, devs),
                       progress=progress, devices=devs,
                       desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
                       checkpoint_every=c.checkpoint_every,
                       hooks=WorkerHooks(stop, lease, live, study.group_steps(g)),
                       stop=study.stop_rule(), slots=c.train.slots,
-                      rebuild_steps=resize.compile_steps(c.train.rebuild, c.train.rebuild_steps,
-                                                         probed))
+                      rebuild_steps=resize.compile_steps(
+                          c.train.rebuild, c.train.rebuild_steps, c.plan.compile_s,
+                          plan.step_seconds(study, g, probe.flops_per_s(study, devs),
+                                            c.train.slots)))
     lease.check()  # still ours: write the results
     for row, cell in zip(res.rows, g.cells):
       row.update(group=g.id, model=cell.key)

@@ -142,7 +142,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
     out = {"state": program.real_models(program.take(state, back), n_real), "curves": curves}
     return dict(out, stop=st.as_tree(), done=done, table=table.as_tree()) if stop else out
 
-  if checkpoints is not None:  # without a queue: the real models only, any device count
+  if checkpoints is not None:  # by spec (any device count) or by slot (the same count)
     step, saved = checkpoints.restore_latest(payload())
     if step is not None:
       put = lambda new, old: jax.device_put(new, old.sharding)
@@ -152,6 +152,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
           built = [int(i) for i in saved["built"] if i >= 0]
           prog, state = build(built), None
           state, hp, arch, prog.state = prog.state, prog.hp, prog.arch, None
+          compile_s += prog.compile_s
           slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]
         rows_ = program.take(saved["slots"], np.arange(len(table.holder)))
         state = jax.tree.map(put, rows_, state)
