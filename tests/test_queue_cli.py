@@ -1,6 +1,6 @@
 """A study with a stopping rule and a queue (train.stop, train.slots) through
-`depthscale run`: killed with SIGKILL at three points (before any stop, after the first
-refill, after the program was rebuilt smaller), rerun, it ends with the rows and curves of
+`depthscale run` (4 models, 3 slots): killed with SIGKILL at three points (before any stop,
+at the first refill, after the program was rebuilt smaller), rerun, it ends with the rows and curves of
 an uninterrupted run; status and the report show the model-steps saved."""
 import json
 import os
@@ -16,7 +16,7 @@ from conftest import ROOT, read_rows
 
 ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.depth=[1, 2]", "--config.train.steps=120",
-        "--config.checkpoint_every=20", "--config.train.slots=2",
+        "--config.checkpoint_every=20", "--config.train.slots=3",
         "--config.train.stop=plateau", "--config.train.patience=2",
         "--config.train.rebuild_steps=1"]  # rebuild as soon as a slot idles
 
@@ -48,12 +48,14 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path):
   rows = read_rows(ref)
   assert len(rows) == 4 and {r["stop"] for r in rows} <= {"plateau", "budget", "solved"}
   started = sorted(int(r["started_at"]) for r in rows)
-  assert started[:2] == [0, 0] and started[2] > 0  # two models entered freed slots
-  rebuilt = [int(x) for x in re.findall(r"rebuilt at step (\d+): 2 -> 1 slots", err)]
-  assert len(rebuilt) == 1 and rebuilt[0] < 100, err[-2000:]  # the last model alone
+  assert started[:3] == [0, 0, 0] and started[3] > 0  # a model entered a freed slot
+  end = max(int(r["started_at"]) + int(r["trained_steps"]) for r in rows)
+  rebuilt = [int(x) for x in re.findall(r"rebuilt at step (\d+): \d+ -> \d+ slots", err)]
+  late = [r for r in rebuilt if r + 40 <= end]  # a checkpoint after it, well before the end
+  assert late and "-> 1 slots" in err, err[-2000:]
   got = tmp_path / "got"
-  for wait_for in (20, started[2] + 20, rebuilt[0] + 20):  # before any stop; after the
-    # first refill; after the rebuild (a checkpoint holding the 1-slot program)
+  for wait_for in (20, started[3], late[-1]):  # before any stop; at the first refill;
+    # after the last rebuild that leaves time to kill (its checkpoint: the smaller program)
     p = cli("run", *ARGS, "--workdir", str(got))
     deadline = time.time() + 300
     while max(checkpoint_steps(got) or [0]) < wait_for and p.poll() is None:
