@@ -43,7 +43,8 @@ def defaults() -> ml_collections.ConfigDict:
   # of a model that is done (continuous batching, sweep/slots.py); 0 = all at once.
   # rebuild (with a rule): auto | never; auto drops idle slots (or gives them to queued
   # models of another depth) in a rebuilt program when the idle cost over the steps left
-  # exceeds a compile of rebuild_steps steps (0: the plan's probe, else 1000; resize.py).
+  # exceeds a compile of rebuild_steps steps (0: plan.compile_s over the planner's
+  # seconds per step; sweep/resize.py).
   # models_per_chunk > 0: each step runs the vmapped models this many at a time (less
   # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
   c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))

@@ -1,7 +1,8 @@
 """A study with a stopping rule and a queue (train.stop, train.slots) through
-`depthscale run` (4 models, 3 slots): killed with SIGKILL at three points (before any stop,
-at the first refill, after the program was rebuilt smaller), rerun, it ends with the rows and curves of
-an uninterrupted run; status and the report show the model-steps saved."""
+`depthscale run` (4 models, 3 slots): killed with SIGKILL at three points (before any
+stop, at the first refill, after the program was rebuilt smaller), rerun, it ends with
+the rows and curves of an uninterrupted run; status and the report show the model-steps
+saved."""
 import json
 import os
 import re

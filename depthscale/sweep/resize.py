@@ -23,7 +23,6 @@ from depthscale.core import program
 from depthscale.sweep import slots as slots_lib
 
 
-
 def compile_steps(mode: str, steps: int, compile_s: float, step_s: float) -> int | None:
   """What a rebuild costs, in steps of the group's program: None (never rebuild), `steps`
   when set (> 0), else the planner's cost model: plan.compile_s over its seconds per step

@@ -124,7 +124,7 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
   initial = order if order is not None else np.arange(m)  # index into the built models
   table = slots_lib.SlotTable.start(initial, chosen, n_real)
   shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in specs]
-  slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]  # fillers: the last's
+  slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]  # filler: last's
   compile_s = prog.compile_s
   names = CURVES + task.measure_names(tcfg.length)  # the task's own measures, per step
   curves = {name: np.full((total, n_real), np.nan, np.float32) for name in names}
@@ -150,12 +150,12 @@ def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 1
         table = slots_lib.SlotTable.from_tree(saved["table"])
         if [int(i) for i in saved["built"] if i >= 0] != built:  # a rebuilt program
           built = [int(i) for i in saved["built"] if i >= 0]
-          prog, state = build(built), None
+          prog = build(built)
           state, hp, arch, prog.state = prog.state, prog.hp, prog.arch, None
           compile_s += prog.compile_s
           slot_shapes = [slots_lib.slot_shape(s, tcfg.layout) for s in prog.specs]
-        rows_ = program.take(saved["slots"], np.arange(len(table.holder)))
-        state = jax.tree.map(put, rows_, state)
+        kept = program.take(saved["slots"], np.arange(len(table.holder)))  # unpadded
+        state = jax.tree.map(put, kept, state)
         hp, arch = slots_lib.holders_inputs(table, specs, cfg, hp, arch)
       else:
         state = jax.tree.map(put, program.take(program.refill(saved["state"], m), order), state)
