@@ -12,7 +12,8 @@ from depthscale.core.ensemble import ModelSpec
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import resize, train_group
 
-from test_stopping import EVAL, K, RULES, SPECS, STEPS, TASK, _StopAfter, _alone, _tcfg
+from test_stopping import (EVAL, K, RULES, SPECS, STEPS, TASK, _StopAfter, _tcfg,
+                           each_equals_alone)
 
 
 class _Slots(_StopAfter):
@@ -69,16 +70,7 @@ def test_a_model_through_rebuilt_programs_is_the_model_trained_alone(rebuilt, ca
     rows = got.rows
     assert rows[0]["trained_steps"] == STEPS and rows[1]["trained_steps"] < STEPS
     assert 0 < rows[2]["started_at"] < STEPS and rows[3]["started_at"] < STEPS, rows
-  with jax.enable_x64(True):
-    for i, (spec, row) in enumerate(zip(specs, got.rows)):
-      if row["stop"] == "frozen":
-        continue
-      s = row["trained_steps"]
-      loss, alone = _alone(spec, s)
-      np.testing.assert_allclose(got.curves["loss"][:s, i], loss, rtol=1e-6, err_msg=str(spec))
-      assert np.isnan(got.curves["loss"][s:, i]).all()
-      assert row["n_star"] == alone["n_star"]
-      np.testing.assert_allclose(row["eval_loss"], alone["eval_loss"], rtol=1e-6)
+  each_equals_alone(got, specs)
 
 
 def test_a_rebuilt_group_resumes_to_the_same_bits(tmp_path, rebuilt):
