@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from depthscale import config as config_lib
 from depthscale.errors import UserError
+from depthscale.io import atomic
 
 
 class UsageError(UserError):
@@ -59,10 +60,14 @@ def check_writable(path: str) -> None:
 
 
 def write_json(path: str, data) -> None:
+  """--json's file, written atomically; a pipe, device or symlink is written in place."""
+  text = json.dumps(data, indent=2) + "\n"
   try:
-    with open(path, "w") as f:
-      json.dump(data, f, indent=2)
-      f.write("\n")
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isfile(path)):
+      with open(path, "w") as f:
+        f.write(text)
+    else:
+      atomic.write(path, text)
   except OSError as e:
     raise UserError(f"cannot write --json {path!r} ({e.strerror}); choose another path")
 

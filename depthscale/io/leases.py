@@ -1,14 +1,14 @@
 """Leases on groups: which worker trains a group, renewed while it trains, taken over
 when its holder stops renewing. No flock or fcntl (those are node-local or missing on
-cluster filesystems such as Lustre and BeeGFS): only atomic file creation.
+cluster filesystems such as Lustre and BeeGFS): only atomic file creation (io/atomic.py).
 
 A group's lease history is a series of files leases/<group>.<generation>. A worker takes
-generation g+1 by creating its file with O_CREAT | O_EXCL, which exactly one creator wins,
-and only when generation g is released or stale (its heartbeat older than `lease_s`).
-The holder of g has lost the group as soon as a file g+1 exists; it checks before every
-save and before writing results (`Lease.check`). Heartbeats are wall-clock times written
-by the holder (hosts of one cluster are assumed NTP-synchronised to well under lease_s).
-Imports depthscale.errors only.
+generation g+1 by linking a complete record to its name (atomic.write_once), which exactly
+one writer wins, and only when generation g is released or stale (its heartbeat older than
+`lease_s`). The holder of g has lost the group as soon as a file g+1 exists; it checks
+before every save and before writing results (`Lease.check`). Heartbeats are wall-clock
+times written by the holder (hosts of one cluster are assumed NTP-synchronised to well
+under lease_s).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import time
 import uuid
 
 from depthscale.errors import UserError
+from depthscale.io import atomic
 
 DIR = "leases"
 PROGRESS_S = 1.0  # most frequent progress write of a lease (step, steps/s)
@@ -31,8 +32,8 @@ class LeaseLost(Exception):
 
 
 def _read(path: str) -> dict | None:
-  """A lease record; a file caught between its creation and its first write (or left so
-  by a crash) reads as a record whose heartbeat is the file's mtime."""
+  """A lease record; a file that does not parse (damaged, or half-written by a version
+  without io/atomic.py) reads as a record whose heartbeat is the file's mtime."""
   try:
     with open(path) as f:
       return json.load(f)
@@ -147,21 +148,14 @@ class Lease:
                        started=now, heartbeat=now, step=None, steps_per_s=None,
                        total_steps=None, released=False)
     self.generation = g + 1
-    try:
-      fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
+    if not atomic.write_once(self.path, json.dumps(self.record)):
       return False
-    with os.fdopen(fd, "w") as f:
-      json.dump(self.record, f)
     self.took_over = record if st == "stale" else None
     return True
 
   def _write(self) -> None:
     self._written = time.time()
-    tmp = f"{self.path}.tmp-{self.owner}"
-    with open(tmp, "w") as f:
-      json.dump(self.record, f)
-    os.replace(tmp, self.path)
+    atomic.write(self.path, json.dumps(self.record))
 
   def held(self) -> bool:
     """True while no later generation exists (nobody took the group over)."""
@@ -198,8 +192,8 @@ class Lease:
           self.check()
         except LeaseLost:
           return
-        except OSError:  # a transient filesystem error: retry at the next beat
-          pass
+        except (OSError, UserError):  # a transient filesystem error, or a full disk:
+          pass  # retry at the next beat
     self._thread = threading.Thread(target=beat, name=f"lease-{self.group_id}", daemon=True)
     self._thread.start()
     return self

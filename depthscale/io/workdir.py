@@ -2,16 +2,14 @@
 study), plan.json (its groups, written once), groups/<id>.json (one finished group),
 checkpoints/<id>/ (where a group's checkpointer lives), results.csv (every row).
 
-Every write goes to a temporary file in the same directory, then os.replace: a reader
-(or a killed writer) never sees half a file. Results are the plan's: only groups/<id>.json
-of a group in plan.json counts, holding exactly that group's models, so no model counts
-twice. A damaged or foreign file is one line naming it, left as it is, never rebuilt.
-Needs no JAX; imports depthscale.errors and io/leases.py (which keeps the lease files).
+Every write goes through io/atomic.py: a reader (or a killed writer) never sees half a
+file. Results are the plan's: only groups/<id>.json of a group in plan.json counts, holding
+exactly that group's models, so no model counts twice. A damaged or foreign file is one
+line naming it, left as it is, never rebuilt. Needs no JAX (the report reads through it).
 """
 from __future__ import annotations
 
 import csv
-import errno
 import glob
 import io
 import json
@@ -22,6 +20,7 @@ import tempfile
 import numpy as np
 
 from depthscale.errors import UserError
+from depthscale.io import atomic
 
 # Version of the groups/<id>.json layout and of what its numbers mean. 2: weight decay by
 # role (earlier files, without "format", decayed LayerNorm and biases in the layer stack).
@@ -32,25 +31,6 @@ COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats",
            "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s",
            "devices", "models_in_program", "trained_steps", "stop", "started_at"]  # last 3:
 # with a stopping rule or a queue (train.stop, train.slots)
-
-
-def write_atomic(path: str, text: str) -> None:
-  """Write `path` whole or not at all; a full disk is a one-line UserError (the temporary
-  file removed, the old file, if any, kept)."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-  try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except OSError as e:
-    os.unlink(tmp)
-    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-      raise
-    raise UserError(f"{os.strerror(e.errno)} while writing {path}; free space and rerun the "
-                    "same command (nothing finished is lost)") from None
 
 
 SUBDIRS = ("groups", "leases", "checkpoints")  # directories of a workdir, never files
@@ -143,7 +123,7 @@ def read_config(workdir: str) -> dict | None:
 
 def write_config(workdir: str, text: str) -> None:
   os.makedirs(workdir, exist_ok=True)
-  write_atomic(os.path.join(workdir, "config.json"), text)
+  atomic.write(os.path.join(workdir, "config.json"), text)
 
 
 def read_plan(workdir: str) -> dict | None:
@@ -166,18 +146,9 @@ def plan_groups(workdir: str) -> dict[str, list[str]] | None:
 
 
 def write_plan_once(workdir: str, text: str) -> bool:
-  """Write plan.json unless a plan is there (the first writer wins: a hard link of a
-  complete temporary file); True if this call wrote it."""
-  fd, tmp = tempfile.mkstemp(dir=workdir, prefix=".plan-")
-  with os.fdopen(fd, "w") as f:
-    f.write(text)
-  try:
-    os.link(tmp, os.path.join(workdir, "plan.json"))
-    return True
-  except FileExistsError:
-    return False
-  finally:
-    os.unlink(tmp)
+  """Write plan.json unless a plan is there (the first writer wins); True if this call
+  wrote it."""
+  return atomic.write_once(os.path.join(workdir, "plan.json"), text)
 
 
 def group_path(workdir: str, group_id: str) -> str:
@@ -206,7 +177,7 @@ def write_group(workdir, group_id, rows, curves, per_position_acc, log_every=10)
           "curves": {"step": steps.tolist(),
                      **{k: v[steps - 1].T.tolist() for k, v in curves.items()}},
           "per_position_acc": np.asarray(per_position_acc).tolist(), "format": FORMAT}
-  write_atomic(group_path(workdir, group_id), json.dumps(data))
+  atomic.write(group_path(workdir, group_id), json.dumps(data))
 
 
 def read_group(path: str) -> dict:
@@ -275,7 +246,7 @@ def write_results_csv(workdir: str, rows: list[dict]) -> str:
   w.writeheader()
   w.writerows(rows)
   path = os.path.join(workdir, "results.csv")
-  write_atomic(path, buf.getvalue())
+  atomic.write(path, buf.getvalue())
   return path
 
 

@@ -1,5 +1,5 @@
 """A sweep's plots: n* against depth, width or repeats, held-out accuracy per position and
-training curves, each written to plots/*.png, plus the atomic write report.py shares.
+training curves, each written to plots/*.png (through io/atomic.py).
 
 Works from fits and plain rows / group files; matplotlib's Agg canvas, no pyplot state;
 never imports jax, core/ or model/. Each plot returns None, or why it was skipped.
@@ -7,31 +7,16 @@ never imports jax, core/ or model/. Each plot returns None, or why it was skippe
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 
 import numpy as np
 from matplotlib import cm, colors, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from depthscale.io import atomic
 from depthscale.report import fits, sections
 
 _fmt = sections.fmt
-
-
-def atomic(path: str, write) -> None:
-  """Calls write(binary file) on a temp file beside `path`, then renames it into place."""
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      write(f)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
 
 
 def _canvas():
@@ -41,7 +26,7 @@ def _canvas():
 
 def _save(fig, path: str) -> None:
   fig.tight_layout()
-  atomic(path, lambda f: fig.savefig(f, format="png", dpi=110))
+  atomic.write(path, lambda f: fig.savefig(f, format="png", dpi=110))
 
 
 def scaling(axis: str, all_fit: dict, sets: list[dict], path: str,

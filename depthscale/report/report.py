@@ -1,13 +1,14 @@
 """A sweep's report: reads a workdir's files, writes fits.json, report.md and plots/*.png.
 
-Works from results.csv, the plan's groups/<id>.json and config.json only; never imports jax, core/ or
-model/. The plots are drawn by plots.py; every write is atomic (plots.atomic).
+Works from results.csv, the plan's groups/<id>.json and config.json only; never imports
+jax, core/ or model/. The plots are drawn by plots.py; every write goes through io/atomic.py.
 """
 from __future__ import annotations
 
 import json
 import os
 
+from depthscale.io import atomic
 from depthscale.io import workdir as workdir_lib
 from depthscale.report import claims as claims_lib
 from depthscale.report import fits, plots, sections
@@ -155,10 +156,9 @@ def build_report(workdir: str) -> str:
   sets = fits.settings(fit_rows)
   others = _companions(workdir, rep.get("companions") or {})
   checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold)
-  text = json.dumps({"fits": all_fit, "settings": sets}, indent=1)
-  plots.atomic(os.path.join(workdir, "fits.json"), lambda f: f.write(text.encode()))
-  claims_text = json.dumps(checked, indent=1)
-  plots.atomic(os.path.join(workdir, "claims.json"), lambda f: f.write(claims_text.encode()))
+  atomic.write(os.path.join(workdir, "fits.json"),
+               json.dumps({"fits": all_fit, "settings": sets}, indent=1))
+  atomic.write(os.path.join(workdir, "claims.json"), json.dumps(checked, indent=1))
   plot_dir = os.path.join(workdir, "plots")
   os.makedirs(plot_dir, exist_ok=True)
   measure = ("largest size solved" if by_size
@@ -198,5 +198,5 @@ def build_report(workdir: str) -> str:
   ordered = [r for _, g in fits.group_settings(rows) for r in g]
   md += ["", "## Models", ""] + _table(cols, [[r.get(c) for c in cols] for r in ordered])
   path = os.path.join(workdir, "report.md")
-  plots.atomic(path, lambda f: f.write(("\n".join(md) + "\n").encode()))
+  atomic.write(path, "\n".join(md) + "\n")
   return path

@@ -67,12 +67,8 @@ def cached(sig: str) -> Probe | None:
 
 
 def store(sig: str, probe: Probe) -> None:
-  d = cache_dir()
-  os.makedirs(d, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=d, prefix=".probe-")
-  with os.fdopen(fd, "w") as f:
-    json.dump(dataclasses.asdict(probe), f)
-  os.replace(tmp, os.path.join(d, sig + ".json"))
+  from depthscale.io import atomic
+  atomic.write(os.path.join(cache_dir(), sig + ".json"), json.dumps(dataclasses.asdict(probe)))
 
 
 def measure_memory(task, specs, tcfg, model_options, steps_per_call, devices) -> int:
