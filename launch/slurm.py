@@ -1,6 +1,6 @@
 # Run: python launch/slurm.py --config experiments/a5_depth.py --workdir /shared/runs/a5 \
-#        [--partition gpu --gpus-per-node 1 --shards 7 --timeout-min 1440] [--dry-run]
-"""Submit a study's plan to SLURM as a job array (submitit), one task per shard of groups.
+#        [--partition gpu --gpus-per-node 1 --tasks 7 --timeout-min 1440] [--dry-run]
+"""Submit a study's plan to SLURM as a job array (submitit) of workers that pull its groups.
 
 Every task runs the same resumable runner on the one shared workdir and pulls groups,
 largest first, until none is left (leases keep two tasks from training one group, and
@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 from depthscale.cli.common import config_overrides, one_line  # noqa: E402  (after the path fix)
 from depthscale import config as config_lib  # noqa: E402
 from depthscale.errors import UserError  # noqa: E402
-from depthscale.sweep.shard import Shard  # noqa: E402
+from depthscale.sweep.array_task import ArrayTask  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -35,7 +35,8 @@ def main(argv=None) -> int:
   ap.add_argument("--cpus-per-task", type=int, default=None)
   ap.add_argument("--mem-gb", type=int, default=None)
   ap.add_argument("--timeout-min", type=int, default=24 * 60)
-  ap.add_argument("--shards", type=int, default=0, help="array tasks (default: one per group)")
+  ap.add_argument("--tasks", "--shards", type=int, default=0,
+                  help="array tasks (default: one per group)")
   ap.add_argument("--parallel", type=int, default=0, help="most tasks running at once")
   ap.add_argument("--dry-run", action="store_true", help="print the array; submit nothing")
   ap.add_argument("--wait", action="store_true", help="wait for the array, then report")
@@ -45,9 +46,9 @@ def main(argv=None) -> int:
     from depthscale.sweep import plan, study as study_lib
     study = study_lib.resolve(config_lib.load(args.config, overrides))
     c, groups = study.config, plan.make_plan(study)
-    count = args.shards or len(groups)
+    count = args.tasks or len(groups)
     if count < 1:
-      raise UserError(f"--shards {count}: give the number of array tasks (>= 1)")
+      raise UserError(f"--tasks {count}: give the number of array tasks (>= 1)")
     order = plan.largest_first(study, groups)
   except UserError as e:
     print(f"slurm.py: error: {one_line(e)}", file=sys.stderr)
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
   spec = os.path.abspath(args.config.partition(":")[0])
   spec += ":" + args.config.partition(":")[2] if ":" in args.config else ""
   with executor.batch():
-    jobs = [executor.submit(Shard(spec, overrides, workdir)) for _ in range(count)]
+    jobs = [executor.submit(ArrayTask(spec, overrides, workdir)) for _ in range(count)]
   print(f"submitted array {jobs[0].job_id.split('_')[0]} ({count} tasks); "
         f"logs in {workdir}/slurm/")
   if args.wait:

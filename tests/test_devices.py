@@ -54,7 +54,7 @@ def test_four_devices_match_one(tmp_path):
 @pytest.mark.slow
 def test_three_model_groups_on_four_devices_train_no_filler(tmp_path, reference_run):
   """4 forced devices, 3-model groups (lengths 8 and 16, 60 steps): the devices are dealt
-  into 4 one-device slots that train groups side by side, no filler copy anywhere. The
+  into 4 one-device shares that train groups side by side, no filler copy anywhere. The
   length-16 groups are the 1-device reference run's (same ids; its learning rate is
   constant, so its first 60 steps are these): their loss curves agree, tightly at step 10
   and within float32 drift by step 60 (CPU kernels round differently with 4 host
@@ -69,7 +69,7 @@ def test_three_model_groups_on_four_devices_train_no_filler(tmp_path, reference_
                       "--config.checkpoint_every=60", "--workdir", str(tmp_path / "w")],
                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert p.returncode == 0, p.stderr[-2000:]
-  assert "4 slots of 1 devices side by side" in p.stderr
+  assert "4 shares of 1 devices side by side" in p.stderr
   with open(tmp_path / "w" / "results.csv") as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 12 and {r["devices"] for r in rows} == {"1"}

@@ -44,8 +44,8 @@ def cmd_plan(args, extras) -> int:
     study.start_jax()
     devs = jax.local_devices()
     groups = plan.make_plan(study, probe.flops_per_s(study, devs))
-    groups = probe.fit(study, groups, plan.slot_of(devs, groups), log=print)
-    devs = plan.slot_of(devs, groups)  # as run does
+    groups = probe.fit(study, groups, plan.share_of(devs, groups), log=print)
+    devs = plan.share_of(devs, groups)  # as run does
     print(f"probing {len(groups)} groups on {len(devs)} x {devs[0].device_kind} each "
           f"({jax.local_device_count() // len(devs)} side by side; compile, then time a few "
           "steps; cached for `run`)", flush=True)

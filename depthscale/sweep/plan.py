@@ -197,12 +197,12 @@ def makespan(jobs, lanes: int) -> float:
   return max(loads)
 
 
-def slot_size(n_devices: int, group_sizes) -> int:
-  """Devices per slot, when a worker's devices are dealt into slots that train groups
+def share_size(n_devices: int, group_sizes) -> int:
+  """Devices per share, when a worker's devices are dealt into shares that train groups
   side by side: the divisor s of n_devices with the shortest makespan, a group taking
-  ceil(M / s) (its models per device) on each of n_devices / s slots; ties go to fewer
-  filler copies (models padded up to a multiple of s), then to larger slots. 3-model
-  groups on 4 devices: 4 slots of one device; one 6-model group on 8: one slot of 8."""
+  ceil(M / s) (its models per device) on each of n_devices / s shares; ties go to fewer
+  filler copies (models padded up to a multiple of s), then to larger shares. 3-model
+  groups on 4 devices: 4 shares of one device; one 6-model group on 8: one share of 8."""
   sizes = list(group_sizes)
   def key(s):
     per = [-(-m // s) for m in sizes]
@@ -210,9 +210,9 @@ def slot_size(n_devices: int, group_sizes) -> int:
   return min((s for s in range(1, n_devices + 1) if n_devices % s == 0), key=key)
 
 
-def slot_of(devs, groups: list[Group]) -> list:
-  """The devices of one slot (the first slot_size of `devs`): what trains a group."""
-  return list(devs)[:slot_size(len(devs), [len(g.cells) for g in groups])]
+def share_of(devs, groups: list[Group]) -> list:
+  """The devices of one share (the first share_size of `devs`): what trains a group."""
+  return list(devs)[:share_size(len(devs), [len(g.cells) for g in groups])]
 
 
 def to_json(groups: list[Group]) -> list[dict]:

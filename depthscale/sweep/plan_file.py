@@ -15,10 +15,10 @@ from depthscale.sweep import plan, probe
 
 def freeze_plan(study, workdir: str, devs) -> list[plan.Group]:
   """The workdir's groups: plan.json if a worker wrote it, else planned and fitted here
-  for these devices (at the slot size that runs a group) and written."""
+  for these devices (at the share size that runs a group) and written."""
   if workdir_lib.read_plan(workdir) is None:
     groups = plan.make_plan(study, probe.flops_per_s(study, devs))
-    groups = probe.fit(study, groups, plan.slot_of(devs, groups),
+    groups = probe.fit(study, groups, plan.share_of(devs, groups),
                        log=lambda line: print(f"depthscale: {line}", file=sys.stderr))
     plan.check_settings_whole(groups, study.config)  # a memory split may part a setting
     workdir_lib.write_plan_once(workdir, json.dumps(

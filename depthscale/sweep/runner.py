@@ -81,7 +81,7 @@ def pull(workdir, c, order, stop, exit_when_idle, poll_s):
                 f"{old.get('host')} lapsed ({why}); taking it over", file=sys.stderr)
         return g, lease
     if all(_ours(leases.latest(workdir, g.id)[1]) for g in left):
-      return None  # the rest are this process's other slots' groups: they finish them
+      return None  # the rest are this process's other shares' groups: they finish them
     if exit_when_idle:
       print(f"depthscale: {len(left)} groups left, all held by other workers; exiting "
             "(--exit-when-idle)", file=sys.stderr)
@@ -98,11 +98,11 @@ def pull(workdir, c, order, stop, exit_when_idle, poll_s):
 
 
 class Stopped(Exception):
-  """A stop request was served in a slot (its group checkpointed, or nothing held)."""
+  """A stop request was served in a share (its group checkpointed, or nothing held)."""
 
 
 def _ours(record) -> bool:
-  """True if a lease is held by this very process (another slot of this worker)."""
+  """True if a lease is held by this very process (another share of this worker)."""
   return bool(record) and not record.get("released") and record.get("pid") == os.getpid() \
       and record.get("host") == socket.gethostname()
 
@@ -110,8 +110,8 @@ def _ours(record) -> bool:
 def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True,
         signals=True, devices=None, exit_when_idle=False) -> list[dict]:
   """Pull and train groups until every group of the study is finished; returns all rows
-  in the workdir. The devices are dealt into slots (slot_size) that pull groups side by
-  side, one thread each. `signals=False` installs no handlers (the caller handles stops)."""
+  in the workdir. The devices are dealt into shares (plan.share_size) that pull groups
+  side by side, one thread each. `signals=False` installs no handlers (the caller handles stops)."""
   import jax
   c = study.config
   workdir_lib.check(workdir)
@@ -120,45 +120,45 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   devs = list(devices or jax.local_devices())
   groups = plan_file.freeze_plan(study, workdir, devs)
   workdir_lib.say_ignored(workdir_lib.read_groups(workdir)[1])  # never counted
-  size = len(plan.slot_of(devs, groups))
-  slots = [devs[i:i + size] for i in range(0, len(devs), size)]
+  size = len(plan.share_of(devs, groups))
+  shares = [devs[i:i + size] for i in range(0, len(devs), size)]
   stop = StopFlag().install() if signals else StopFlag()
   tracker = tracking.Locked(trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
                                                   project=c.wandb.project))
   wall0 = time.perf_counter()
   order = plan.largest_first(study, groups)
   todo = [g for g in order if not workdir_lib.is_done(workdir, g.id)]
-  where = (f"{len(slots)} slots of {size} devices side by side" if len(slots) > 1
+  where = (f"{len(shares)} shares of {size} devices side by side" if len(shares) > 1
            else f"{len(devs)} device(s)")
   print(f"depthscale: {len(groups)} groups, {len(todo)} to train, "
         f"{sum(len(g.cells) for g in groups)} models on {where} -> {workdir}", file=sys.stderr)
   summary = threading.Lock()
   trained = []
 
-  def serve(slot):
-    """One slot's loop: pull a group, train it on the slot's devices, write it."""
+  def serve(share):
+    """One share's loop: pull a group, train it on the share's devices, write it."""
     while (got := pull(workdir, c, order, stop, exit_when_idle, min(5.0, c.lease_s / 4))):
-      if train_one(study, workdir, *got, slot, tracker, stop, progress):
+      if train_one(study, workdir, *got, share, tracker, stop, progress):
         trained.append(got[0].id)
         if report:
           with summary:
             tracking.refresh_summary(workdir, tracker)
 
   try:
-    if len(slots) == 1:
+    if len(shares) == 1:
       try:
-        serve(slots[0])
+        serve(shares[0])
       except Stopped:
         stop.hand_over()
     else:
       errors = []
-      def guarded(slot):
+      def guarded(share):
         try:
-          serve(slot)
+          serve(share)
         except BaseException as e:  # re-raised in the main thread below
           errors.append(e)
-          stop.set = stop.set or not isinstance(e, Stopped)  # a bug stops the other slots
-      threads = [threading.Thread(target=guarded, args=(sl,), daemon=True) for sl in slots]
+          stop.set = stop.set or not isinstance(e, Stopped)  # a bug stops the other shares
+      threads = [threading.Thread(target=guarded, args=(sh,), daemon=True) for sh in shares]
       for t in threads:
         t.start()
       for t in threads:

@@ -13,7 +13,9 @@ import submitit
 from depthscale import config as config_lib
 
 
-class Shard(submitit.helpers.Checkpointable):
+class ArrayTask(submitit.helpers.Checkpointable):
+  """One task of the array: runs the study's worker on the shared workdir."""
+
   def __init__(self, spec: str, overrides: list[str], workdir: str):
     self.spec, self.overrides, self.workdir = spec, overrides, workdir
 
