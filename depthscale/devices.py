@@ -2,7 +2,7 @@
 
 The table prices a plan for a device this machine does not have (`plan --no-probe
 --device h100`); `local()` describes the devices JAX sees (`depthscale devices`).
-Imports jax lazily (the table needs no JAX runtime); never imports sweep/ or core/.
+The table needs no JAX runtime; never imports sweep/ or core/.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Each model is initialised at its true shape (vmapped over the keys of models that share
 a shape), then zero-padded into the group's shape and stacked on a leading axis M.
-Imports model/ only; knows nothing of tasks, sweeps or files.
+Knows nothing of tasks, sweeps or files.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Held-out evaluation of all M models at once: per-position accuracy, n*, losses.
 
 The held-out set is one fixed batch per (task, length), the same for every model.
-Written for one model and vmapped over M here; imports model/ and tasks' Batch only.
+Written for one model and vmapped over M here.
 """
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""I/O: checkpoints and experiment trackers; nothing here imports core/ or model/."""
+"""I/O: the workdir's files, leases, checkpoints, trackers and the one atomic writer of every
+file a command writes; nothing here imports core/ or model/."""

@@ -8,7 +8,7 @@ copies of the state, so several JAX processes never wait on each other here.
 A save that fails for want of space (ENOSPC, EDQUOT, or orbax's RESOURCE_EXHAUSTED) is a
 UserError naming the kept checkpoint; its temporary directory is removed, and any left by
 a kill is removed when the group's checkpoints are next opened.
-Imports orbax and depthscale.errors only; knows nothing of models or sweeps.
+Knows nothing of models or sweeps.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Experiment trackers: one W&B run per trained model plus one summary run per sweep,
 or plain JSON lines. Run ids are derived from (sweep, model), so a rerun resumes them.
 Each tracker adds the time spent inside it to `self.seconds`.
-Imports wandb (lazily) and the standard library only; never core/ or model/.
+Never imports core/ or model/.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ leading slice [:m] of the models axis while the rest pass through unchanged. Lay
 with the same m form a band, one lax.scan (or unrolled when shallow); a cap on the
 number of bands merges neighbours (a few masked layers) to bound compile time.
 Embedding, Block and head are transformer.py's, applied per model; only the layer stack
-sees the models axis. Imports model.transformer only; never core/, sweep/ or tasks/.
+sees the models axis. Never imports core/, sweep/ or tasks/.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Config -> cells: every (model spec, length) the study trains, in a stable order.
 
 A cell's `key` names it in files, W&B ids and results; it never depends on the plan.
-Imports core.ensemble (ModelSpec) only.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The workdir's plan: planned and fitted once, frozen in plan.json, read by every worker.
 
 The first worker to write plan.json wins, so every worker and `status` use the same
-groups whatever device each runs on. Imports sweep.plan/probe and io.workdir.
+groups whatever device each runs on.
 """
 from __future__ import annotations
 

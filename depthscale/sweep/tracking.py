@@ -1,7 +1,7 @@
 """Live tracking of a sweep: each model's W&B curves as its group trains, its summary when
 the group ends, and the summary run (table, fits, plots) refreshed as groups finish.
 
-The tracker itself is io/trackers.py; the report is report/. Imports io/ and report/.
+The tracker itself is io/trackers.py; the report is report/.
 """
 from __future__ import annotations
 
