@@ -8,3 +8,7 @@ ValueError so that library callers catching ValueError keep working.
 
 class UserError(ValueError):
   """Something the user gave is wrong; the message is one line saying what to change."""
+
+
+class ConfigError(UserError):
+  """A user's config is wrong; the message is one line naming the field."""

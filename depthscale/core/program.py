@@ -32,7 +32,7 @@ def arrange(specs, tcfg: train.TrainConfig, n_devices: int = 1):
   profile of every device's (and chunk's) models; (None, tcfg) for pad."""
   if tcfg.layout == "pad":
     return None, tcfg
-  if tcfg.layout != "compact":
+  if tcfg.layout not in train.LAYOUTS:
     raise ValueError(f"unknown layout {tcfg.layout!r}")
   if len(specs) % n_devices:
     raise ValueError(f"{len(specs)} models do not divide over {n_devices} devices")

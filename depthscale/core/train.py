@@ -18,6 +18,11 @@ from depthscale.core import ensemble
 from depthscale.model import Arch, ModelConfig, Transformer, compact
 
 
+CURRICULA = ("none", "fixed", "adaptive")  # train.curriculum: how a model's length grows
+                                          # (TrainConfig.stages, the update's stage)
+LAYOUTS = ("pad", "compact")  # TrainConfig.layout (program.arrange, program.group_step)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
   """What every model of a group shares (static: part of the compiled program)."""
@@ -109,13 +114,16 @@ def init_state(params_M, tcfg: TrainConfig) -> State:
                frozen=jnp.zeros((m,), bool))
 
 
+DECAYS = ("constant", "linear", "cosine")  # train.decay: the factor after warm-up (below)
+
+
 def learning_rate(hp: Hparams, step, tcfg: TrainConfig):
   """Linear warm-up to hp.lr, then constant, linear or cosine decay to 0."""
   s = step.astype(jnp.float32)
   warm = jnp.where(hp.warmup > 0, jnp.minimum(1.0, (s + 1) / jnp.maximum(hp.warmup, 1)), 1.0)
   frac = jnp.clip((s - hp.warmup) / jnp.maximum(tcfg.total_steps - hp.warmup, 1), 0.0, 1.0)
-  decay = {"constant": 1.0, "linear": 1.0 - frac,
-           "cosine": 0.5 * (1 + jnp.cos(jnp.pi * frac))}[tcfg.decay]
+  # every factor is traced (the lowered program, hence its fingerprint, is as it always was)
+  decay = dict(zip(DECAYS, (1.0, 1.0 - frac, 0.5 * (1 + jnp.cos(jnp.pi * frac)))))[tcfg.decay]
   return hp.lr * warm * decay
 
 

@@ -17,6 +17,14 @@ import jax
 import jax.numpy as jnp
 
 
+# The valid values of ModelConfig's options (a study's model section), each acted on below
+POSITIONS = ("learned", "rotary", "none")     # pos: a learned table, rotary q/k, or none
+DTYPES = ("float32", "float64")               # dtype: parameters and activations
+COMPUTE_DTYPES = ("float32", "bfloat16")      # compute_dtype: matmuls (float32: in dtype)
+ATTENTIONS = ("einsum", "dot_product", "auto")  # attention: the kernel (attention_impl)
+REMATS = ("none", "block")                    # remat: what the backward pass recomputes
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Static shape. For looped models, `depth` layers form a block repeated `repeats` times."""
@@ -111,7 +119,7 @@ def attention_impl(name: str) -> str:
   """`auto` resolved at trace time: dot_product on GPU, einsum elsewhere."""
   if name == "auto":
     return "dot_product" if jax.default_backend() == "gpu" else "einsum"
-  if name not in ("einsum", "dot_product"):
+  if name not in ATTENTIONS:
     raise ValueError(f"unknown attention {name!r}")
   return name
 
@@ -171,7 +179,7 @@ class Stack(nn.Module):
 
   @nn.compact
   def __call__(self, x_TxD, arch: Arch):
-    if self.cfg.remat not in ("none", "block"):
+    if self.cfg.remat not in REMATS:
       raise ValueError(f"unknown remat {self.cfg.remat!r}")
     layer = nn.remat(Block) if self.cfg.remat == "block" else Block
 

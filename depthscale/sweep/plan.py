@@ -4,8 +4,8 @@ Models of one length may share a program. `pad` puts them all in one padded prog
 (wasted FLOPs, one compile); `bucket` gives each true shape its own program (no waste,
 more compiles); `compact` is `pad` whose layers run only on the models that have them
 (model/compact.py: width still padded); `auto` picks per length by the cost model below.
-Takes a resolved Study (sweep/study.py); imports config (its error), core.halving,
-model.compact and sweep.grid; writes nothing (the workdir's frozen plan: sweep/plan_file.py).
+Takes a resolved Study (sweep/study.py); writes nothing (the workdir's frozen plan:
+sweep/plan_file.py).
 """
 from __future__ import annotations
 
@@ -13,10 +13,17 @@ import dataclasses
 import hashlib
 import heapq
 
-from depthscale.config import ConfigError
-from depthscale.core import halving
+from depthscale.core import halving, train
+from depthscale.errors import ConfigError
 from depthscale.model import compact
 from depthscale.sweep.grid import Cell
+
+STRATEGIES = ("auto", "bucket") + train.LAYOUTS  # plan.strategy (see above; make_plan)
+
+
+def may_compact(strategy: str) -> bool:
+  """Whether `strategy` may give a group the compact layout."""
+  return strategy in ("auto", "compact")
 
 
 def step_flops(depth: int, width: int, repeats: int, seq: int, batch: int,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from depthscale.config import ConfigError
+from depthscale.errors import ConfigError
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import plan, probe
 

@@ -22,6 +22,8 @@ import numpy as np
 from depthscale.core import program
 from depthscale.sweep import slots as slots_lib
 
+MODES = ("auto", "never")  # train.rebuild: rebuild when it pays, or never (compile_steps)
+
 
 def compile_steps(mode: str, steps: int, compile_s: float, step_s: float) -> int | None:
   """What a rebuild costs, in steps of the group's program: None (never rebuild), `steps`

@@ -15,7 +15,6 @@ import os
 import ml_collections
 
 from depthscale import config as config_lib
-from depthscale import config_checks
 from depthscale.core import halving, stopping, train
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import grid, plan
@@ -90,7 +89,7 @@ class Study:
 def resolve(c: ml_collections.ConfigDict) -> Study:
   """The Study of config `c`: validated (one-line ConfigError first), then derived once.
   Sets c.report.scaled_by to the task's own measure (what the report scales)."""
-  task = config_checks.validate(c)
+  task = config_lib.validate(c)
   c.report.scaled_by = task.scaled_by
   study = Study(config=c, task=task, cells=tuple(grid.cells(c)),
                 output_dim=task.output_dim(max(c.grid.length)), vocab=task.input_vocab or 0,

@@ -1,0 +1,37 @@
+"""A study config as its sections: `defaults` puts together every section's fields, and
+`validate` runs every section's checks, in an order that keeps the first error a config
+with several reports the same, before anything compiles."""
+from __future__ import annotations
+
+import ml_collections
+
+from depthscale.config import evaluation, grid, model, plan, report, run, train
+
+
+def defaults() -> ml_collections.ConfigDict:
+  """Every field a study may set, with sensible defaults (what each means: its section)."""
+  c = ml_collections.ConfigDict()
+  c.name = "study"
+  for section in (grid, model, train, evaluation, plan, run, report):  # config.json's order
+    section.add(c)
+  return c
+
+
+def validate(c: ml_collections.ConfigDict):
+  """Check every field a user sets; returns the task. One-line ConfigError otherwise."""
+  task = grid.make_task(c)
+  widths, lengths = grid.check(c)
+  model.check(c, widths)
+  train.check_batch(c)
+  evaluation.check_size(c)
+  k = train.check_steps(c)
+  run.check_checkpoint_every(c, k)
+  train.check(c, task, k)
+  run.check_lease(c)
+  evaluation.check_threshold(c)
+  train.check_advance_at(c)
+  plan.check(c)
+  run.check_wandb(c)
+  report.check(c)
+  grid.check_lengths(task, lengths)
+  return task

@@ -1,0 +1,112 @@
+"""The train section: the budget, optimizer, stopping rule, slots and curriculum every
+group of a study trains with, and their checks. The valid names are the registries of
+the code that acts on them (core/train.py, core/stopping.py, sweep/resize.py)."""
+from __future__ import annotations
+
+import ml_collections
+
+from depthscale.config.base import ConfigError, accuracy, choice, examples, number
+from depthscale.core import halving, stopping
+from depthscale.core import train as train_lib
+from depthscale.sweep import plan as planner
+from depthscale.sweep import resize
+
+
+def add(c: ml_collections.ConfigDict) -> None:
+  c.train = ml_collections.ConfigDict(dict(
+      batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
+      decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
+      advance_at=0.95, models_per_chunk=0, stop="none", stop_every=0, patience=5,
+      eta=3, slots=0, rebuild="auto", rebuild_steps=0))
+  # stop: none | solved | plateau | halving (core/stopping.py), checked on the held-out set
+  # every stop_every steps (0: every steps_per_call); plateau: after `patience` evaluations
+  # without improvement; halving: successive halving over each setting's learning rates,
+  # keeping the best 1/eta at each rung (core/halving.py). The step budget (steps) stays
+  # the upper bound. slots > 0: each group's program trains that many models at once; the
+  # rest queue and take the slot of a model that is done (continuous batching,
+  # sweep/slots.py); 0 = all at once.
+  # rebuild (with a rule): auto | never; auto drops idle slots (or gives them to queued
+  # models of another depth) in a rebuilt program when the idle cost over the steps left
+  # exceeds a compile of rebuild_steps steps (0: plan.compile_s over the planner's
+  # seconds per step; sweep/resize.py).
+  # models_per_chunk > 0: each step runs the vmapped models this many at a time (less
+  # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
+
+
+def check_batch(c) -> None:
+  examples(c, "train.batch_size")
+
+
+def check_steps(c) -> int:
+  """train.steps a multiple of train.steps_per_call; returns steps_per_call."""
+  steps = number(c, "train.steps", 1, integer=True)
+  k = number(c, "train.steps_per_call", 1, integer=True)
+  if steps % k:
+    raise ConfigError(f"train.steps: {steps} is not a multiple of train.steps_per_call={k}")
+  return k
+
+
+def check(c, task, k: int) -> None:
+  """The optimizer, the stopping rule, the slots and the curriculum."""
+  number(c, "train.weight_decay", 0.0)
+  number(c, "train.warmup", 0, integer=True)
+  number(c, "train.clip_norm", 0.0)
+  number(c, "train.models_per_chunk", 0, integer=True)
+  choice(c, "train.decay", train_lib.DECAYS)
+  stop_every = _check_stop(c, task, k)
+  slots = number(c, "train.slots", 0, integer=True)
+  choice(c, "train.rebuild", resize.MODES)
+  number(c, "train.rebuild_steps", 0, integer=True)
+  if c.train.stop == "halving":
+    _check_halving(c, slots, stop_every or k)
+  shapes = {(d, r) for d in c.grid.depth for r in c.grid.repeats}
+  if 0 < slots < len(shapes) and planner.may_compact(c.plan.strategy):
+    raise ConfigError(f"train.slots: {slots} slots cannot hold the grid's {len(shapes)} "
+                      "depths in a compacted program (a queued model enters a slot of its "
+                      "own depth); give at least that many, or plan.strategy=pad")
+  _check_curriculum(c, task)
+
+
+def check_advance_at(c) -> None:
+  accuracy(c, "train.advance_at")
+
+
+def _check_stop(c, task, k: int) -> int:
+  """train.stop and its interval; returns stop_every."""
+  choice(c, "train.stop", stopping.RULES)
+  if c.train.stop == "solved" and task.scaled_by == "loss":
+    raise ConfigError(f"train.stop: task {c.task!r} is measured by loss and has no solved "
+                      "state; use plateau (or none)")
+  stop_every = number(c, "train.stop_every", 0, integer=True)
+  if stop_every % k:
+    raise ConfigError(f"train.stop_every: {stop_every} is not a multiple of "
+                      f"train.steps_per_call={k} (0: every steps_per_call steps)")
+  number(c, "train.patience", 1, integer=True)
+  if stop_every and c.train.steps % stop_every:
+    raise ConfigError(f"train.steps: {c.train.steps} is not a multiple of train.stop_every="
+                      f"{stop_every} (a model's budget ends at a check)")
+  return stop_every
+
+
+def _check_halving(c, slots: int, every: int) -> None:
+  eta = number(c, "train.eta", 2, integer=True)
+  if len(c.grid.lr) < 2:
+    raise ConfigError("train.stop=halving: grid.lr lists one learning rate; halving "
+                      "chooses among several (give two or more)")
+  if slots:
+    raise ConfigError(f"train.slots: {slots}; with train.stop=halving a group has one slot "
+                      "per setting and learning rate (its first seed); leave slots at 0")
+  rungs = halving.rung_steps(len(c.grid.lr), eta, c.train.steps, every)
+  if rungs[0] <= 0:
+    raise ConfigError(f"train.steps: {c.train.steps} is too short for {len(rungs)} halving "
+                      f"rung(s) of eta={eta} at stop_every={every} (the first rung needs "
+                      f"steps >= {eta ** len(rungs) * every})")
+
+
+def _check_curriculum(c, task) -> None:
+  choice(c, "train.curriculum", train_lib.CURRICULA)
+  if c.train.curriculum == "fixed":
+    number(c, "train.steps_per_stage", 1, integer=True)
+  if c.train.curriculum != "none" and not getattr(task, "prefix_consistent", False):
+    raise ConfigError(f"train.curriculum: task {c.task!r} has no length curriculum "
+                      "(its examples are not prefix-consistent); use 'none'")
