@@ -23,6 +23,10 @@ class DeviceSpec:
   memory_gb: float
   kinds: tuple[str, ...] = ()     # substrings of jax's device_kind that identify it
 
+  def peak_flops(self, dtype: str) -> float:
+    """The dense matmul peak of one device in `dtype`, in FLOP/s."""
+    return self.peak_tflops[dtype] * 1e12
+
 
 # Vendor datasheet figures (SXM/OAM parts). float32 is full-precision fp32, which is what
 # `depthscale run` asks for (jax_default_matmul_precision=highest): not TF32, not bf16
@@ -62,6 +66,13 @@ def from_kind(device_kind: str) -> DeviceSpec | None:
     if any(k.lower() in device_kind.lower() for k in spec.kinds):
       return spec
   return None
+
+
+def rate(peak_flops: float, mfu: float, count: int = 1) -> float:
+  """The FLOP/s a plan assumes of `count` devices of one kind: each one's dense peak
+  (DeviceSpec.peak_flops in the study's dtype, or a measured matmul peak) times the
+  model-FLOPs utilisation `mfu` (plan.mfu). The one place peak x mfu is computed."""
+  return peak_flops * mfu * count
 
 
 def probe_size(platform: str) -> int:

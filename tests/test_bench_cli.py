@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from depthscale import bench, bench_mixed, bench_refill, cli, devices
+from depthscale import bench, cli, devices
+from depthscale.bench import mixed, shapes, studies
 from depthscale.cli import app
 
 TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_steps=2,
@@ -17,17 +18,17 @@ TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_s
 
 @pytest.fixture
 def tiny_presets(monkeypatch):
-  for name in bench.PRESETS:
-    monkeypatch.setitem(bench.PRESETS, name, bench.Preset(**TINY))
-  monkeypatch.setattr(bench_mixed, "MIXED", dataclasses.replace(
-      bench.Preset(**TINY), depth=2, sequential_steps=0))
-  monkeypatch.setattr(bench_mixed, "MIXED_DEPTHS", (1, 2))
-  monkeypatch.setattr(bench_mixed, "MIXED_SEEDS", (0,))
-  monkeypatch.setattr(bench_mixed, "MIXED_LRS", (1e-3, 3e-3))
+  for name in shapes.PRESETS:
+    monkeypatch.setitem(shapes.PRESETS, name, shapes.Preset(**TINY))
+  monkeypatch.setattr(mixed, "MIXED", dataclasses.replace(
+      shapes.Preset(**TINY), depth=2, sequential_steps=0))
+  monkeypatch.setattr(mixed, "MIXED_DEPTHS", (1, 2))
+  monkeypatch.setattr(mixed, "MIXED_SEEDS", (0,))
+  monkeypatch.setattr(mixed, "MIXED_LRS", (1e-3, 3e-3))
   monkeypatch.setattr(devices, "probe_size", lambda _platform: 64)
   small = ["grid.depth=[1, 2]", "grid.seed=[0, 1]", "train.steps=40", "eval.size=64",
            "train.warmup=0"]
-  monkeypatch.setattr(bench_refill, "SHRINK", {  # depths 1-2 x 2 seeds, 40 steps
+  monkeypatch.setattr(studies, "SHRINK", {  # depths 1-2 x 2 seeds, 40 steps
       "refill": small + ["train.steps_per_call=20", "checkpoint_every=20", "train.slots=2",
                          "train.stop_every=20"],  # 2 slots
       "halving": small + ["train.steps_per_call=10", "checkpoint_every=20",
@@ -41,7 +42,7 @@ def _positive(x):
   return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
-@pytest.mark.parametrize("preset", bench.PRESET_NAMES)
+@pytest.mark.parametrize("preset", bench.names())
 def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys):
   out = tmp_path / "bench.json"
   assert cli.main(["bench", "--preset", preset, "--json", str(out), "--models", "4",

@@ -14,9 +14,11 @@ import sys
 import jax
 import pytest
 
-from depthscale import bench, cli
+from depthscale import cli
+from depthscale.bench import engine, shapes
 from depthscale.cli import app, common
 from depthscale.core import ensemble
+from depthscale.sweep import plan
 
 
 def run_main(argv, capsys):
@@ -153,19 +155,19 @@ def test_bench_splits_a_cpu_into_one_device_per_core_unless_told(monkeypatch):
 
 
 def test_bench_grid_is_seeds_by_learning_rates():
-  specs = bench.grid_specs(bench.PRESETS["tiny"], 256)
+  specs = shapes.grid_specs(shapes.PRESETS["tiny"], 256)
   assert len(specs) == 256 and len({(s.seed, s.lr) for s in specs}) == 256
-  assert {s.seed for s in specs} == set(range(64)) and {s.lr for s in specs} == set(bench.LRS)
+  assert {s.seed for s in specs} == set(range(64)) and {s.lr for s in specs} == set(shapes.LRS)
 
 
 def test_flop_formula_by_hand():
   # tiny: P = 2 * (4 + 8) * 32^2 + 32 * 60 = 26496; 6 * P * (16 * 16) = 40697856;
   # attention 12 * 2 * 16^2 * 32 * 16 = 3145728.
-  assert bench.matmul_params(2, 32, 60) == 26496
-  assert bench.flops_per_model_step(depth=2, width=32, seq=16, batch=16, classes=60) == 43843584
+  assert plan.matmul_params(2, 32, out_dim=60) == 26496
+  assert engine.flops_per_model_step(depth=2, width=32, seq=16, batch=16, classes=60) == 43843584
   # medium: P = 4 * 12 * 256^2 + 256 * 60 = 3161088; 6 * P * 2048 = 38843449344;
   # attention 12 * 4 * 64^2 * 256 * 32 = 1610612736.
-  assert bench.flops_per_model_step(4, 256, 64, 32, 60) == 38843449344 + 1610612736
+  assert engine.flops_per_model_step(4, 256, 64, 32, 60) == 38843449344 + 1610612736
 
 
 def test_matmul_params_match_the_model():
@@ -177,7 +179,7 @@ def test_matmul_params_match_the_model():
           for path, leaf in jax.tree_util.tree_leaves_with_path(params)}
   kernels = sum(leaf[0].size for name, leaf in flat.items()
                 if name.endswith("kernel") and "embed" not in name)
-  assert kernels == bench.matmul_params(2, 32, 60)
+  assert kernels == plan.matmul_params(2, 32, out_dim=60)
 
 
 def test_override_into_a_plain_field_names_the_field(capsys):

@@ -16,35 +16,37 @@ import sys
 import jax
 import numpy as np
 
-from depthscale import bench, bench_mixed, tasks
+from depthscale import tasks
+from depthscale.bench import mixed, shapes
+from depthscale.bench.programs import make_engine
 from depthscale.model import compact
 
 
 def main(out):
-  p, task = bench.MIXED, tasks.make(bench.TASK, **bench.TASK_OPTIONS)
-  specs = bench_mixed.mixed_specs()
+  p, task = mixed.MIXED, tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
+  specs = mixed.mixed_specs()
   devs = jax.local_devices()[:1]
   log = lambda s: print(s, file=sys.stderr)
   uniform = lambda d: [dataclasses.replace(s, depth=d) for s in specs]
-  runs = {"compact": bench.make_engine(task, p, specs, devs, log, layout="compact",
-                                       name="compact")[0]}
+  runs = {"compact": make_engine(task, p, specs, devs, log, layout="compact",
+                                 name="compact")[0]}
   bands = compact.bands
   compact.bands = lambda costs, max_bands=8: bands(costs, 8)  # one band per depth
-  runs["compact_exact"] = bench.make_engine(task, p, specs, devs, log, layout="compact",
-                                            name="exact")[0]
+  runs["compact_exact"] = make_engine(task, p, specs, devs, log, layout="compact",
+                                      name="exact")[0]
   compact.bands = bands
-  runs["all_depth1"] = bench.make_engine(task, p, uniform(1), devs, log, name="d1")[0]
-  runs["all_depth8"] = bench.make_engine(task, p, uniform(8), devs, log, name="d8")[0]
-  per = len(bench_mixed.MIXED_SEEDS) * len(bench_mixed.MIXED_LRS)
+  runs["all_depth1"] = make_engine(task, p, uniform(1), devs, log, name="d1")[0]
+  runs["all_depth8"] = make_engine(task, p, uniform(8), devs, log, name="d8")[0]
+  per = len(mixed.MIXED_SEEDS) * len(mixed.MIXED_LRS)
   for i in range(0, len(specs), per):
-    runs[f"bucket_d{specs[i].depth}"] = bench.make_engine(
+    runs[f"bucket_d{specs[i].depth}"] = make_engine(
         task, p, specs[i:i + per], devs, log, name=f"bucket d{specs[i].depth}")[0]
   times = {k: [] for k in runs}
   for r in range(p.rounds):
     for k, dispatch in runs.items():
       times[k].append(dispatch() / p.engine_k)
   t = {k: statistics.median(v) for k, v in times.items()}
-  depths = np.array(bench_mixed.MIXED_DEPTHS, float)
+  depths = np.array(mixed.MIXED_DEPTHS, float)
   bucket = np.array([t[f"bucket_d{int(d)}"] for d in depths])
   b_per_layer, b_fixed = np.polyfit(depths, bucket, 1)
   big_per_layer = (t["all_depth8"] - t["all_depth1"]) / 7

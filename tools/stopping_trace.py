@@ -34,7 +34,8 @@ def trace(path: str) -> dict:
   study.start_jax()
   (g,) = plan.make_plan(study)
   tcfg, k = study.train_config(g), c.train.steps_per_call
-  prog = program.build(study.task, g.specs, tcfg, study.model_options(g), k)
+  bp = program.Blueprint.of(study.task, g.specs, tcfg, study.model_options(g), k)
+  prog = program.build(bp)
   state, hp, arch = prog.state, prog.hp, prog.arch
   evaluate = metrics.make_evaluate(study.task, prog.cfg)
   held = metrics.held_out(study.task, tcfg.length, c.eval.size)

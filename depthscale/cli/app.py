@@ -14,7 +14,8 @@ import os
 import sys
 from typing import Sequence
 
-from depthscale import bench, bench_mixed, bench_refill, devices
+from depthscale import bench, devices
+from depthscale.bench import shapes as bench_shapes
 from depthscale.cli import sweep as sweep_commands
 from depthscale.cli import tasks_cmd as tasks_commands
 from depthscale.cli.common import UsageError, check_writable, one_line, write_json
@@ -47,47 +48,15 @@ def cmd_bench(args, extras) -> int:
   if args.models_per_chunk is not None and args.models_per_chunk < 0:
     raise UsageError(f"--models-per-chunk must be >= 0 (0 = all at once), "
                      f"got {args.models_per_chunk}")
-  models = bench.check_models(args.models)
-  log = lambda line: print(line, flush=True)
-  if args.preset == "refill":  # two study runs, on the devices `make run` would use
-    result = bench_refill.run_refill(log)
-    write_json(args.json, result)
-    s, c = result["static"], result["continuous"]
-    print(f"static {s['wall_s']:.1f} s ({s['model_steps']} model-steps), continuous "
-          f"{c['wall_s']:.1f} s ({c['model_steps']}): {result['wall_ratio']:.2f}x less wall "
-          f"time; depth-fit slope {c['slope']} vs {s['slope']} (inside the static 95% "
-          f"interval: {result['slope_inside_static_ci']}); wrote {args.json}")
-    return 0
-  if args.preset == "halving":  # two study runs, as refill
-    result = bench_refill.run_halving(log)
-    write_json(args.json, result)
-    f, h = result["full"], result["halving"]
-    print(f"full sweep {f['wall_s']:.1f} s ({f['model_steps']} model-steps), halving "
-          f"{h['wall_s']:.1f} s ({h['model_steps']}, {100 * result['model_steps_share']:.0f}% "
-          f"of the full sweep's); best k* per depth {h['best_k_star']} vs {f['best_k_star']} "
-          f"(same: {result['same_best_k_star']}); wrote {args.json}")
-    return 0
-  split_host_into_cores()  # after every check: a refused command changes nothing
-  reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
-  if args.preset == "mixed":
-    result = bench_mixed.run_mixed(args.devices, args.dtype, log)
-  else:
-    result = bench.run_bench(args.preset, devices=args.devices,
-                             models_per_chunk=args.models_per_chunk, dtype=args.dtype,
-                             models=models, log=log)
+  options = bench.Options(devices=args.devices, models_per_chunk=args.models_per_chunk,
+                          dtype=args.dtype, models=bench_shapes.check_models(args.models))
+  preset = bench.get(args.preset)
+  if not preset.through_runner:
+    split_host_into_cores()  # after every check: a refused command changes nothing
+    reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
+  result = preset.run(options, lambda line: print(line, flush=True))
   write_json(args.json, result)
-  if args.preset == "mixed":
-    print(", ".join(f"{k} {result[k]['model_steps_per_s']:.1f}" for k in ("compact", "pad",
-                                                                           "bucket"))
-          + f" model-steps/s; compact/pad {result['compact_over_pad']:.2f}, compact/bucket "
-          f"{result['compact_over_bucket']:.2f}; wrote {args.json}")
-    return 0
-  e, s = result["engine"], result["sequential"]
-  print(f"engine {e['model_steps_per_s']:.1f} model-steps/s ({e['gflops']:.1f} GFLOP/s), "
-        f"sequential {s['model_steps_per_s']:.1f} ({s['gflops']:.1f} GFLOP/s), "
-        f"ratio {result['engine_over_sequential']:.2f}, peak {result['matmul_peak_gflops']:.1f} "
-        f"GFLOP/s, engine at {100 * result['engine_fraction_of_peak']:.0f}% of peak; "
-        f"wrote {args.json}")
+  print(f"{preset.summary(result)}; wrote {args.json}")
   return 0
 
 
@@ -139,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
   bench_parser = commands.add_parser(
       "bench", help="engine vs one-model-at-a-time throughput and the matmul peak",
       allow_abbrev=False)
-  bench_parser.add_argument("--preset", required=True, choices=list(bench.PRESET_NAMES),
+  bench_parser.add_argument("--preset", required=True, choices=list(bench.names()),
                             help="model and batch shape")
   bench_parser.add_argument("--json", required=True, metavar="FILE",
                             help="where to write the results")
@@ -150,10 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
   bench_parser.add_argument("--models-per-chunk", type=int, default=None,
                             help="engine runs the vmapped step on this many models at a time "
                                  "(0 = all; default: the preset's measured best)")
-  bench_parser.add_argument("--models", type=int, default=bench.NUM_MODELS,
-                            help=f"models in the grid (seeds x {len(bench.LRS)} learning rates; "
-                                 f"default {bench.NUM_MODELS}; the GPU target uses 256)")
-  bench_parser.add_argument("--dtype", choices=bench.DTYPES, default="float32",
+  bench_parser.add_argument("--models", type=int, default=bench_shapes.NUM_MODELS,
+                            help=f"models in the grid (seeds x {len(bench_shapes.LRS)} learning "
+                                 f"rates; default {bench_shapes.NUM_MODELS}; the GPU target "
+                                 "uses 256)")
+  bench_parser.add_argument("--dtype", choices=bench_shapes.DTYPES, default="float32",
                             help="the models' compute dtype and the peak probe's (parameters "
                                  "stay float32); bfloat16 for the GPU target")
   bench_parser.set_defaults(handler=cmd_bench)

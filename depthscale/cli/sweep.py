@@ -34,7 +34,8 @@ def cmd_plan(args, extras) -> int:
     from depthscale import devices
     spec = devices.lookup(args.device)  # one-line error for an unknown name, before JAX
     if spec is not None:  # `auto` weighs padding against compiles at that device's rate
-      groups = plan.make_plan(study, spec.peak_tflops[study.peak_dtype] * 1e12 * c.plan.mfu)
+      groups = plan.make_plan(study, devices.rate(spec.peak_flops(study.peak_dtype),
+                                                  c.plan.mfu))
   t = c.train
   print(f"{c.name}: {sum(len(g.cells) for g in groups)} models, {t.steps} steps each, "
         f"batch {t.batch_size}, compute {c.model.compute_dtype}", flush=True)

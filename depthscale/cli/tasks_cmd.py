@@ -121,7 +121,7 @@ def cmd_tasks_check(args, extras) -> int:
   print(f"{task!r} at length {length} (seq_len {task.seq_len(length)}), from "
         f"{tasks.origin(args.name)}")
   if not problems and not args.no_cost:
-    from depthscale import task_cost
+    from depthscale.bench import task_cost
     cost = task_cost.measure(task, length, args.batch_size)
     line = (f"sampling {1e3 * cost['sample_s']:.2f} ms per batch of {args.batch_size}, "
             f"{100 * cost['fraction']:.0f}% of a training step of a depth-2 width-64 model "

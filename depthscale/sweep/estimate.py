@@ -1,8 +1,9 @@
 """Price a plan: per group, compile seconds, seconds per step, training time and memory
 per device. Probed: each distinct program compiled and timed on the devices JAX sees
-(sweep/probe.py). Not probed: FLOPs at a device's peak (devices.TABLE, or this CPU's
-measured matmul peak) times plan.mfu, plus plan.compile_s, and the memory formula.
-Takes the Study; imports sweep.plan/probe and devices; prints nothing (cli formats).
+(sweep/probe.py). Not probed: the planner's FLOPs (plan.group_cost) at devices.rate (a
+device's peak, from devices.TABLE or this CPU's measured matmul peak, times plan.mfu),
+plus plan.compile_s, and the memory formula. Takes the Study; prints nothing (the CLI
+formats).
 """
 from __future__ import annotations
 
@@ -45,15 +46,15 @@ def from_flops(study, groups, device: str | None) -> dict:
                       f"({peak / 1e9:.0f} GFLOP/s) x plan.mfu {c.plan.mfu:g}")
     limit = c.plan.device_memory_gb * 2**30 or None
   else:
-    peak = spec.peak_tflops[dtype] * 1e12
+    peak = spec.peak_flops(dtype)
     dev = dict(kind=spec.name, platform=spec.platform, count=1,
                source=f"FLOPs at the table's {dtype} peak ({peak / 1e12:g} TFLOP/s) x "
                       f"plan.mfu {c.plan.mfu:g}")
     limit = spec.memory_gb * 1e9
-  rows = []
+  rate, rows = devices_lib.rate(peak, c.plan.mfu), []
   for g in groups:
     r = _row(study, g)
-    step_s = r["computed_flops"] / c.train.steps / (peak * c.plan.mfu)
+    step_s = r["computed_flops"] / c.train.steps / rate
     mem = plan.memory_bytes(g, study.seq_len(g.length), c.train.batch_size,
                             c.model.mlp_ratio, study.vocab, study.output_dim)
     rows.append(dict(r, compile_s=c.plan.compile_s, step_s=step_s,

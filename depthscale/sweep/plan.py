@@ -26,11 +26,18 @@ def may_compact(strategy: str) -> bool:
   return strategy in ("auto", "compact")
 
 
+def matmul_params(depth: int, width: int, repeats: int = 1, mlp_ratio: int = 4,
+                  out_dim: int = 0) -> int:
+  """Parameters that take part in matmuls: per layer q,k,v,o (4 w^2) and the mlp
+  (2 mlp_ratio w^2), and the head (w x out_dim); no embedding, bias or norm."""
+  return depth * repeats * ((4 + 2 * mlp_ratio) * width * width) + width * out_dim
+
+
 def step_flops(depth: int, width: int, repeats: int, seq: int, batch: int,
                mlp_ratio: int = 4, out_dim: int = 0) -> float:
-  """Training FLOPs of one step: 6 x matmul params x tokens + attention (fwd+bwd)."""
-  layer_params = (4 + 2 * mlp_ratio) * width * width
-  matmul = depth * repeats * layer_params + width * out_dim
+  """Training FLOPs of one model's step, the one count the planner and the bench use:
+  6 x matmul params x tokens + attention (fwd+bwd of QK^T and AV)."""
+  matmul = matmul_params(depth, width, repeats, mlp_ratio, out_dim)
   attention = 12 * depth * repeats * seq * seq * width * batch
   return 6.0 * matmul * seq * batch + attention
 

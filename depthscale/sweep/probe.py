@@ -119,7 +119,7 @@ def flops_per_s(study, devs) -> float:
   spec = devices_lib.from_kind(devs[0].device_kind)
   if spec is None:
     return study.config.plan.gflops * 1e9
-  return spec.peak_tflops[study.peak_dtype] * 1e12 * study.config.plan.mfu * len(devs)
+  return devices_lib.rate(spec.peak_flops(study.peak_dtype), study.config.plan.mfu, len(devs))
 
 
 def memory_limit(study, devs) -> float | None:

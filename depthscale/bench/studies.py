@@ -6,8 +6,6 @@ refill   4 seeds per depth, static (every model its whole budget, all at once) a
          model-steps and the depth fit.
 halving  3 learning rates per depth (the quickstart's 2 seeds), the full sweep against
          train.stop=halving: model-steps, wall time and each depth's best k* and n*.
-
-Imports config, sweep (study, runner) and report (fits.json via build_report).
 """
 from __future__ import annotations
 
@@ -19,9 +17,10 @@ import time
 from typing import Callable
 
 from depthscale import config as config_lib
+from depthscale.bench import registry
 
-QUICKSTART = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "experiments", "quickstart.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QUICKSTART = os.path.join(ROOT, "experiments", "quickstart.py")
 SEEDS = [0, 1, 2, 3]
 CONTINUOUS = ["train.slots=8", "train.stop=plateau", "train.stop_every=200",
               "train.patience=5"]
@@ -107,3 +106,25 @@ def run_refill(log: Callable[[str], None] = print) -> dict:
              slope_inside_static_ci=bool(ci and c["slope"] is not None
                                          and ci[0] <= c["slope"] <= ci[1]))
   return out
+
+
+def refill_summary(result: dict) -> str:
+  s, c = result["static"], result["continuous"]
+  return (f"static {s['wall_s']:.1f} s ({s['model_steps']} model-steps), continuous "
+          f"{c['wall_s']:.1f} s ({c['model_steps']}): {result['wall_ratio']:.2f}x less wall "
+          f"time; depth-fit slope {c['slope']} vs {s['slope']} (inside the static 95% "
+          f"interval: {result['slope_inside_static_ci']})")
+
+
+def halving_summary(result: dict) -> str:
+  f, h = result["full"], result["halving"]
+  return (f"full sweep {f['wall_s']:.1f} s ({f['model_steps']} model-steps), halving "
+          f"{h['wall_s']:.1f} s ({h['model_steps']}, {100 * result['model_steps_share']:.0f}% "
+          f"of the full sweep's); best k* per depth {h['best_k_star']} vs {f['best_k_star']} "
+          f"(same: {result['same_best_k_star']})")
+
+
+# two study runs each, on the devices `make run` would use
+registry.register("refill", lambda o, log: run_refill(log), refill_summary, through_runner=True)
+registry.register("halving", lambda o, log: run_halving(log), halving_summary,
+                  through_runner=True)

@@ -1,8 +1,7 @@
 """The `mixed` bench preset: one grid of mixed depths trained three ways, interleaved in
 rounds (one compacted program, one padded program, one program per depth in turn).
 
-Programs are built by core/program.py through bench.make_engine. Imports bench, tasks,
-core.ensemble, model.compact and errors.
+Programs are built and warmed up by bench/programs.py (make_engine).
 """
 from __future__ import annotations
 
@@ -13,19 +12,37 @@ from typing import Callable
 
 import jax
 
-from depthscale import bench, tasks
-from depthscale.bench import MIXED, TASK, TASK_OPTIONS
+from depthscale import tasks
+from depthscale.bench import registry, shapes
+from depthscale.bench.programs import make_engine
+from depthscale.bench.shapes import TASK, TASK_OPTIONS
 from depthscale.core import ensemble
-from depthscale.errors import UserError
 from depthscale.model import compact
 
+MIXED = shapes.Preset(width=64, depth=8, seq=32, batch=16, heads=4, engine_k=4,
+                      sequential_steps=0, rounds=5)
 MIXED_DEPTHS, MIXED_SEEDS, MIXED_LRS = tuple(range(1, 9)), (0, 1), (1e-3, 3e-3)
+WAYS = ("compact", "pad", "bucket")
 
 
-def mixed_specs(p: bench.Preset = MIXED) -> list[ensemble.ModelSpec]:
+def mixed_specs(p: shapes.Preset = MIXED) -> list[ensemble.ModelSpec]:
   """The mixed preset's grid: every depth x seed x learning rate, at one width."""
   return [ensemble.ModelSpec(depth=d, width=p.width, heads=p.heads, seed=s, lr=lr)
           for d in MIXED_DEPTHS for s in MIXED_SEEDS for lr in MIXED_LRS]
+
+
+def _ways(task, p, specs, devs, bucket_devs, per_depth, dtype, log) -> dict:
+  """{way: (one timed dispatch of every model -> seconds, compile_s)} for WAYS."""
+  runs = {}
+  for layout in ("compact", "pad"):
+    runs[layout] = make_engine(task, p, specs, devs, log, dtype=dtype, layout=layout,
+                               name=layout)
+  buckets = [make_engine(task, p, specs[i:i + per_depth], bucket_devs, log, dtype=dtype,
+                         name=f"bucket depth {specs[i].depth}")
+             for i in range(0, len(specs), per_depth)]
+  runs["bucket"] = (lambda: sum(dispatch() for dispatch, _ in buckets),
+                    sum(c for _, c in buckets))
+  return runs
 
 
 def run_mixed(devices: int | None = None, dtype: str = "float32",
@@ -33,27 +50,18 @@ def run_mixed(devices: int | None = None, dtype: str = "float32",
   """One mixed-depth grid trained three ways, interleaved in rounds: `compact` (one
   compacted program), `pad` (one padded program), `bucket` (one program per depth, run
   one after another). Rates are useful model-steps/s (every way does the same work)."""
-  if dtype not in bench.DTYPES:
-    raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(bench.DTYPES)}")
+  shapes.check_dtype(dtype)
   start, p = time.perf_counter(), MIXED
   task, specs = tasks.make(TASK, **TASK_OPTIONS), mixed_specs(p)
   n = len(specs)
-  devs = bench.resolve_devices(devices, n)
+  devs = shapes.resolve_devices(devices, n)
   per_depth = len(MIXED_SEEDS) * len(MIXED_LRS)
   bucket_devs = devs if per_depth % len(devs) == 0 else devs[:1]
   dev = jax.devices()[0]
   log(f"bench mixed: {n} models, depths {MIXED_DEPTHS[0]}-{MIXED_DEPTHS[-1]}, width "
       f"{p.width}, seq {p.seq}, batch {p.batch}, heads {p.heads} on {len(devs)} x "
       f"{dev.device_kind}")
-  runs = {}
-  for layout in ("compact", "pad"):
-    runs[layout] = bench.make_engine(task, p, specs, devs, log, dtype=dtype, layout=layout,
-                               name=layout)
-  buckets = [bench.make_engine(task, p, specs[i:i + per_depth], bucket_devs, log, dtype=dtype,
-                         name=f"bucket depth {specs[i].depth}")
-             for i in range(0, n, per_depth)]
-  runs["bucket"] = (lambda: sum(dispatch() for dispatch, _ in buckets),
-                    sum(c for _, c in buckets))
+  runs = _ways(task, p, specs, devs, bucket_devs, per_depth, dtype, log)
   rounds = []
   for r in range(p.rounds):
     row = {f"{k}_model_steps_per_s": n * p.engine_k / dispatch()
@@ -67,6 +75,7 @@ def run_mixed(devices: int | None = None, dtype: str = "float32",
   ratio = lambda a, b: median(lambda row: row[f"{a}_model_steps_per_s"]
                               / row[f"{b}_model_steps_per_s"])
   useful = sum(d for d in MIXED_DEPTHS) * per_depth
+  buckets = -(-n // per_depth)  # as _ways makes them
   return {
       "preset": {"name": "mixed", **dataclasses.asdict(p), "task": TASK, **TASK_OPTIONS,
                  "models": n, "grid": {"depths": list(MIXED_DEPTHS), "seeds": list(MIXED_SEEDS),
@@ -79,7 +88,7 @@ def run_mixed(devices: int | None = None, dtype: str = "float32",
       "how": {"compact": "one program, layout compact (each layer band only on the models "
                          "that have it)",
               "pad": "one program, every model runs the deepest model's layers (masked)",
-              "bucket": f"{len(buckets)} programs (one per depth), one dispatch each in turn"},
+              "bucket": f"{buckets} programs (one per depth), one dispatch each in turn"},
       "layers": {"useful": useful, "pad": MIXED_DEPTHS[-1] * n,
                  "compact": compact.computed_layers(compact.profile(
                      [(s.depth, s.repeats) for s in specs], len(devs)))},
@@ -91,3 +100,12 @@ def run_mixed(devices: int | None = None, dtype: str = "float32",
       "rounds": rounds,
       "wall_s": time.perf_counter() - start,
   }
+
+
+def summary(result: dict) -> str:
+  return (", ".join(f"{k} {result[k]['model_steps_per_s']:.1f}" for k in WAYS)
+          + f" model-steps/s; compact/pad {result['compact_over_pad']:.2f}, compact/bucket "
+          f"{result['compact_over_bucket']:.2f}")
+
+
+registry.register("mixed", lambda o, log: run_mixed(o.devices, o.dtype, log), summary)

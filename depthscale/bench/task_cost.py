@@ -45,7 +45,7 @@ def measure(task, length: int, batch_size: int) -> dict:
 
   sample_s = _median_s(sample_steps) / STEPS
   tcfg = train.TrainConfig(batch_size=batch_size, length=length, total_steps=10**6)
-  prog = program.build(task, [SMALL], tcfg, None, STEPS, devices=[device])
+  prog = program.build(program.Blueprint.of(task, [SMALL], tcfg, None, STEPS), [device])
   held = [prog.state]
 
   def train_steps():
