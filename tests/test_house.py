@@ -1,6 +1,7 @@
 """The house's rules, checked from the package's own imports (module-level and deferred):
-the layer rules written down once here, no import cycle, no module over 300 lines, a
-report that needs no JAX. A planted violation must fail them."""
+the layer rules written down once here, covering every module of the package, no import
+cycle, no module over 300 lines, a report that needs no JAX. A planted violation must
+fail them."""
 from __future__ import annotations
 
 import ast
@@ -10,18 +11,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(ROOT, "depthscale")
 MAX_LINES = 300
 
-# importer -> packages it must never import (the floors above it, or beside it)
+# importer -> packages it must never import (the floors above it, or beside it). Every
+# module of the package falls under one entry (test_every_module_has_a_layer).
+ABOVE = ("depthscale.config", "depthscale.bench")  # they read the floors below, never back
 LAYERS = {
+    "depthscale.errors": ("depthscale.tasks", "depthscale.model", "depthscale.core",
+                          "depthscale.sweep", "depthscale.io", "depthscale.report",
+                          "depthscale.devices") + ABOVE,  # the ground floor: imports none
+    "depthscale.devices": ("depthscale.tasks", "depthscale.model", "depthscale.core",
+                           "depthscale.sweep", "depthscale.io", "depthscale.report") + ABOVE,
     "depthscale.tasks": ("depthscale.model", "depthscale.core", "depthscale.sweep",
-                         "depthscale.io", "depthscale.report"),
+                         "depthscale.io", "depthscale.report") + ABOVE,
     "depthscale.model": ("depthscale.tasks", "depthscale.core", "depthscale.sweep",
-                         "depthscale.io", "depthscale.report"),
-    "depthscale.core": ("depthscale.sweep", "depthscale.io", "depthscale.report"),
+                         "depthscale.io", "depthscale.report") + ABOVE,
+    "depthscale.core": ("depthscale.sweep", "depthscale.io", "depthscale.report") + ABOVE,
     "depthscale.io": ("depthscale.core", "depthscale.model", "depthscale.sweep",
-                      "depthscale.report"),
-    "depthscale.report": ("depthscale.core", "depthscale.model", "depthscale.sweep"),
+                      "depthscale.report") + ABOVE,
+    "depthscale.report": ("depthscale.core", "depthscale.model", "depthscale.sweep") + ABOVE,
+    # valid names from the registries below (a sweep's plan strategies too), never the
+    # study that resolves the config, nor what runs it
+    "depthscale.config": ("depthscale.sweep.study", "depthscale.sweep.runner",
+                          "depthscale.bench"),
+    "depthscale.sweep": ("depthscale.bench",),
+    "depthscale.bench": (),  # below the CLI only
+    "depthscale.cli": (),  # the top floor
 }
-CLI = "depthscale.cli"  # nothing outside it imports it
+CLI = "depthscale.cli"  # nothing outside it imports it (the rule for every entry above)
 JAX = ("jax", "flax", "optax", "orbax", "chex")
 
 
@@ -67,6 +82,11 @@ def graph():
 
 def within(m: str, pkg: str) -> bool:
   return m == pkg or m.startswith(pkg + ".")
+
+
+def unplaced(mods) -> list[str]:
+  """The modules under no entry of LAYERS (the package's own empty __init__ aside)."""
+  return sorted(m for m in mods if m != "depthscale" and not any(within(m, p) for p in LAYERS))
 
 
 def layer_breaks(g) -> list[str]:
@@ -127,6 +147,14 @@ def test_the_layer_rules_hold():
   assert layer_breaks(g) == []
 
 
+def test_every_module_has_a_layer():
+  g, _ = graph()
+  assert unplaced(g) == []
+  assert g["depthscale"] == set()  # the package's __init__ imports nothing: no floor
+  assert unplaced([*g, "depthscale.stray", "depthscale.configs.x"]) == [
+      "depthscale.configs.x", "depthscale.stray"]  # planted: a module with no rule fails
+
+
 def test_no_import_cycle():
   g, _ = graph()
   assert cycles(g) == []
@@ -149,9 +177,13 @@ def test_a_planted_violation_fails_the_rules():
   planted = {m: set(d) for m, d in g.items()}
   planted["depthscale.core.train"].add("depthscale.sweep.runner")  # core reaching up
   planted["depthscale.model.transformer"].add("depthscale.cli.app")
+  planted["depthscale.sweep.plan"].add("depthscale.cli.common")  # the sweep reaching the CLI
+  planted["depthscale.errors"].add("depthscale.devices")
   assert layer_breaks(planted) == [
       "depthscale.core.train imports depthscale.sweep.runner",
-      "depthscale.model.transformer imports the CLI (depthscale.cli.app)"]
+      "depthscale.errors imports depthscale.devices",
+      "depthscale.model.transformer imports the CLI (depthscale.cli.app)",
+      "depthscale.sweep.plan imports the CLI (depthscale.cli.common)"]
   assert any({"depthscale.core.train", "depthscale.sweep.runner"} <= set(c)
              for c in cycles(planted))  # the runner reaches core.train: a cycle
   planted["depthscale.report.fits"].add("depthscale.io.checkpoint")  # orbax, hence JAX
