@@ -34,8 +34,10 @@ def test_plan_json_fields_and_the_probe_reused_by_run(tmp_path, capsys):
   c = config.load(SMOKE, TINY)
   st = study_lib.resolve(c)
   task, groups = planned(c)
-  compiled = program.build(task, groups[0].specs, st.train_config(length=16),
-                           st.model_options(), 20, jax.local_devices()).run
+  compiled = program.build(program.Blueprint.of(task, groups[0].specs,
+                                                st.train_config(length=16),
+                                                st.model_options(), 20),
+                           jax.local_devices()).run
   m = compiled.memory_analysis()
   assert g["memory_bytes"] == (m.argument_size_in_bytes + m.output_size_in_bytes
                                - m.alias_size_in_bytes + m.temp_size_in_bytes)
@@ -88,11 +90,8 @@ def test_memory_limit_chunks_a_real_group_by_its_compiled_size(tmp_path):
   task, (g,) = planned(c)
   devs = jax.local_devices()[:1]
   assert probe.fit(st, [g], devs) == [g]  # no limit on a CPU: no fit
-  whole = probe.measure_memory(task, g.specs, st.train_config(length=g.length),
-                               st.model_options(), 20, devs)
-  halves = probe.measure_memory(task, g.specs, st.train_config(
-      dataclasses.replace(g, models_per_chunk=2)), st.model_options(), 20,
-      devs)
+  whole = probe.measure_memory(st.program(g), devs)
+  halves = probe.measure_memory(st.program(dataclasses.replace(g, models_per_chunk=2)), devs)
   assert halves < whole
   c.plan.device_memory_gb = (halves + whole) / 2 / 2**30
   (fit,) = probe.fit(st, [g], devs)

@@ -1,7 +1,8 @@
 """One group's program: fill, arrange, build, shard and compile its K-step train function.
 
-`build` is the one builder: sweep/train_group.py trains with it, sweep/probe.py times it
-and bench.py measures it, so the plan prices exactly the program that trains. The step
+`build` is the one builder, of a Blueprint (the program as a value): sweep/group_run.py
+trains with it, sweep/probe.py times it and depthscale/bench measures it, so the plan
+prices exactly the program that trains. The step
 of one model (core/train.py) is vmapped once over the models axis M here (pad), or run
 through model/compact (compact), chunked with lax.map when models_per_chunk asks, and
 scanned or looped over steps. Imports core.train, core.ensemble and model/ only.
@@ -228,22 +229,66 @@ class Program:
     return None if self.order is None else np.argsort(self.order)
 
 
-def build(task, specs, tcfg: train.TrainConfig, model_options: dict | None,
-          steps_per_call: int, devices=None, cover=None) -> Program:
-  """The group's program on `devices` (all local devices by default): specs filled to
-  divide over them, arranged (compact: deepest first), initialised, sharded on the
-  models axis, lowered and compiled (make_train_steps with max_steps=steps_per_call).
-  `cover`: the models its padded shape must hold (default `specs`; a group with a queue
-  starts with some of its models and takes the others into the same slots later)."""
+@dataclasses.dataclass(frozen=True)
+class Blueprint:
+  """What a group's program is compiled from, as one value: the task, the models (in spec
+  order), the train config, the shared model options (ModelConfig fields) and the steps
+  one dispatch may run. `cover`: the models its padded shape must hold (empty: `models`;
+  a group with a queue starts with some of its models and takes the others into the same
+  slots later). Seeds and learning rates are data: `signature` leaves them out."""
+  task: object
+  models: tuple
+  tcfg: train.TrainConfig
+  options: tuple = ()              # sorted (name, value) pairs of the model options
+  steps_per_call: int = 100
+  cover: tuple = ()
+
+  @classmethod
+  def of(cls, task, models, tcfg: train.TrainConfig, model_options: dict | None = None,
+         steps_per_call: int = 100) -> "Blueprint":
+    return cls(task=task, models=tuple(models), tcfg=tcfg,
+               options=tuple(sorted((model_options or {}).items())),
+               steps_per_call=steps_per_call)
+
+  @property
+  def model_options(self) -> dict:
+    return dict(self.options)
+
+  def subset(self, index) -> "Blueprint":
+    """The program of models[index] at this blueprint's padded shape (its cover)."""
+    return dataclasses.replace(self, models=tuple(self.models[i] for i in index),
+                               cover=self.cover or self.models)
+
+  def config(self) -> ModelConfig:
+    """The static ModelConfig of the program (the models' padded shape, at cover's)."""
+    return model_config(self.task, list(self.cover or self.models), self.tcfg,
+                        self.model_options)
+
+  def signature(self, devices) -> str:
+    """The program's identity: everything it is compiled from (the task, the padded
+    shape, the train config, M, the model options) and the device kind and count; the
+    probe's cache key."""
+    cfg = model_config(self.task, list(self.models), self.tcfg, self.model_options)
+    shapes = sorted(s.shape() for s in self.models)
+    task_id = f"{type(self.task).__module__}.{self.task!r}"  # two users' classes may share a name
+    text = repr((task_id, cfg, dataclasses.astuple(self.tcfg), len(self.models), shapes,
+                 self.steps_per_call, devices[0].device_kind, len(devices), jax.__version__))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def build(bp: Blueprint, devices=None) -> Program:
+  """The program of blueprint `bp` on `devices` (all local devices by default): its
+  models filled to divide over them, arranged (compact: deepest first), initialised,
+  sharded on the models axis, lowered and compiled (make_train_steps with
+  max_steps=steps_per_call)."""
   devices = list(devices or jax.local_devices())
-  cover = list(cover or specs)
-  specs = fill(specs, len(devices))
-  order, tcfg = arrange(specs, tcfg, len(devices))
+  specs = fill(list(bp.models), len(devices))
+  order, tcfg = arrange(specs, bp.tcfg, len(devices))
   specs = in_order(specs, order)
-  cfg = model_config(task, cover + specs, tcfg, model_options)
+  cfg = model_config(bp.task, list(bp.cover or bp.models) + specs, tcfg, bp.model_options)
   state, hp, arch = init_inputs(specs, cfg, tcfg, devices)
   t0 = time.perf_counter()
-  lowered = make_train_steps(task, cfg, tcfg, steps_per_call, devices).lower(
+  lowered = make_train_steps(bp.task, cfg, tcfg, bp.steps_per_call, devices).lower(
       state, hp, arch, np.int32(1))
   compiled = lowered.compile()
   compile_s = time.perf_counter() - t0

@@ -2,14 +2,13 @@
 memory analysis. Cached per program signature and device kind, so `plan` and `run` (and
 every worker on a host that shares the cache) measure each program once.
 
-Cache: $DEPTHSCALE_CACHE/probes (default ~/.cache/depthscale/probes), one JSON per program.
-Builds through core/program.py (the program that trains); also the rate and memory
-limit a plan assumes on these devices, and the memory fit. Writes only its cache.
+Cache: $DEPTHSCALE_CACHE/probes (default ~/.cache/depthscale/probes), one JSON per program
+(keyed by its blueprint's signature). Also the rate and memory limit a plan assumes on
+these devices, and the memory fit.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import statistics
@@ -20,7 +19,7 @@ import jax
 import numpy as np
 
 from depthscale import devices as devices_lib
-from depthscale.core import program, train
+from depthscale.core import program
 from depthscale.sweep import plan
 
 TIME_S = 0.5   # target seconds of each timed dispatch
@@ -44,19 +43,6 @@ def cache_dir() -> str:
   return os.path.join(root, "probes")
 
 
-def signature(task, specs, tcfg: train.TrainConfig, model_options: dict, steps_per_call: int,
-              devices) -> str:
-  """The program's identity: everything it is compiled from (the task, the padded
-  shape, the train config, M, the model options) and the device kind and count. Seeds
-  and learning rates are data, not part of it."""
-  cfg = program.model_config(task, specs, tcfg, model_options)
-  shapes = sorted(s.shape() for s in specs)
-  task_id = f"{type(task).__module__}.{task!r}"  # two users' classes may share a name
-  text = repr((task_id, cfg, dataclasses.astuple(tcfg), len(specs), shapes, steps_per_call,
-               devices[0].device_kind, len(devices), jax.__version__))
-  return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
 def cached(sig: str) -> Probe | None:
   path = os.path.join(cache_dir(), sig + ".json")
   try:
@@ -71,28 +57,27 @@ def store(sig: str, probe: Probe) -> None:
   atomic.write(os.path.join(cache_dir(), sig + ".json"), json.dumps(dataclasses.asdict(probe)))
 
 
-def measure_memory(task, specs, tcfg, model_options, steps_per_call, devices) -> int:
-  """Compiled memory per device of a group's program, without running it (cached)."""
-  sig = signature(task, specs, tcfg, model_options, steps_per_call, devices)
+def measure_memory(bp: program.Blueprint, devices) -> int:
+  """Compiled memory per device of a blueprint's program, without running it (cached)."""
+  sig = bp.signature(devices)
   hit = cached(sig)
   if hit is not None:
     return hit.memory_bytes
   if sig not in _MEMORY:
-    _MEMORY[sig] = program.build(task, specs, tcfg, model_options, steps_per_call,
-                                 devices).memory_bytes
+    _MEMORY[sig] = program.build(bp, devices).memory_bytes
   return _MEMORY[sig]
 
 
 _MEMORY: dict[str, int] = {}  # signature -> bytes, measured in this process
 
 
-def probe(task, specs, tcfg, model_options, steps_per_call, devices, use_cache=True) -> Probe:
-  """Compile the group's program, run it once, then time TIMED dispatches of about
+def probe(bp: program.Blueprint, devices, use_cache=True) -> Probe:
+  """Compile the blueprint's program, run it once, then time TIMED dispatches of about
   TIME_S each; cached by signature."""
-  sig = signature(task, specs, tcfg, model_options, steps_per_call, devices)
+  sig = bp.signature(devices)
   if use_cache and (hit := cached(sig)) is not None:
     return hit
-  prog = program.build(task, specs, tcfg, model_options, steps_per_call, devices)
+  prog = program.build(bp, devices)
   state = prog.state
 
   def timed(n):
@@ -104,7 +89,7 @@ def probe(task, specs, tcfg, model_options, steps_per_call, devices, use_cache=T
 
   timed(1)  # warm-up
   one = timed(1)
-  n = max(1, min(steps_per_call, int(TIME_S / max(one, 1e-6))))
+  n = max(1, min(bp.steps_per_call, int(TIME_S / max(one, 1e-6))))
   step_s = statistics.median(timed(n) for _ in range(TIMED)) / n
   out = Probe(compile_s=prog.compile_s, step_s=step_s, memory_bytes=prog.memory_bytes,
               device_kind=devices[0].device_kind, devices=len(devices),
@@ -136,20 +121,16 @@ def fit(study, groups, devs, log=lambda line: None):
   limit = memory_limit(study, devs)
   if limit is None:
     return groups
-  k = study.config.train.steps_per_call
-  measure = lambda g: measure_memory(study.task, g.specs, study.train_config(g),
-                                     study.model_options(g), k, devs)
+  measure = lambda g: measure_memory(study.program(g), devs)
   return plan.fit_memory(groups, limit, measure, study, log=log)
 
 
 def of_group(study, g, devs, use_cache=True) -> Probe:
   """probe() of group g's program, as the study trains it on `devs`."""
-  return probe(study.task, g.specs, study.train_config(g), study.model_options(g),
-               study.config.train.steps_per_call, devs, use_cache)
+  return probe(study.program(g), devs, use_cache)
 
 
 def cached_for(study, g, devs) -> Probe | None:
   """The probe `depthscale plan` (or an earlier worker) measured for group g's program
   on these devices, or None."""
-  return cached(signature(study.task, g.specs, study.train_config(g), study.model_options(g),
-                          study.config.train.steps_per_call, devs))
+  return cached(study.program(g).signature(devs))

@@ -22,8 +22,8 @@ from depthscale.io import leases, trackers
 from depthscale.io import workdir as workdir_lib
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.io.leases import Lease, LeaseLost
-from depthscale.sweep import plan, plan_file, probe, resize, study as study_lib, tracking
-from depthscale.sweep.train_group import Hooks, Interrupted, train_group
+from depthscale.sweep import plan, plan_file, probe, study as study_lib, tracking
+from depthscale.sweep.group_run import GroupRun, Hooks, Interrupted
 
 
 class StopFlag:
@@ -202,6 +202,13 @@ class WorkerHooks(Hooks):
     self.slots = summary  # written with the next progress
 
 
+def train_group(study, g, devs, checkpoints, hooks, progress):
+  """Group g's program and run options, from the Study, trained on `devs` (GroupRun)."""
+  return GroupRun(study.program(g), study.run_options(g, devs), devs, checkpoints=checkpoints,
+                  hooks=hooks, probed=probe.cached_for(study, g, devs),
+                  desc=f"group {g.id} n={g.length}", progress=progress).train()
+
+
 def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
   """Train group `g` (leased) on `devs` and write its results; False if its lease was
   lost (nothing written); raises Stopped after checkpointing on a stop request."""
@@ -210,20 +217,8 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
   ckpt = GroupCheckpoints(workdir_lib.checkpoint_dir(workdir, g.id))
   live = tracking.LiveCurves(tracker, g)
   try:
-    res = train_group(study.task, g.specs, study.train_config(g),
-                      steps_per_call=c.train.steps_per_call, eval_size=c.eval.size,
-                      threshold=c.eval.threshold, model_options=study.model_options(g),
-                      probed=probe.cached_for(study, g, devs),
-                      memory_limit=probe.memory_limit(study, devs),
-                      progress=progress, devices=devs,
-                      desc=f"group {g.id} n={g.length}", checkpoints=ckpt,
-                      checkpoint_every=c.checkpoint_every,
-                      hooks=WorkerHooks(stop, lease, live, study.group_steps(g)),
-                      stop=study.stop_rule(), slots=c.train.slots,
-                      rebuild_steps=resize.compile_steps(
-                          c.train.rebuild, c.train.rebuild_steps, c.plan.compile_s,
-                          plan.step_seconds(study, g, probe.flops_per_s(study, devs),
-                                            c.train.slots)))
+    res = train_group(study, g, devs, ckpt, WorkerHooks(stop, lease, live,
+                                                        study.group_steps(g)), progress)
     lease.check()  # still ours: write the results
     for row, cell in zip(res.rows, g.cells):
       row.update(group=g.id, model=cell.key)

@@ -4,7 +4,6 @@ Everything downstream (plan, probe, estimate, runner, status) takes the Study an
 the derived values here: the task, the cells, output size and vocabulary, each group's
 TrainConfig and model options, the dtype a device's peak is read in, the JAX settings.
 The workdir's identity (a rerun with another study is refused) is decided here too.
-Imports config, sweep.grid/plan, core.train and io.workdir.
 """
 from __future__ import annotations
 
@@ -15,9 +14,10 @@ import os
 import ml_collections
 
 from depthscale import config as config_lib
-from depthscale.core import halving, stopping, train
+from depthscale.core import halving, program, stopping, train
 from depthscale.io import workdir as workdir_lib
-from depthscale.sweep import grid, plan
+from depthscale.sweep import grid, plan, probe, resize
+from depthscale.sweep.group_options import RunOptions
 
 # Fields that may change between runs of one workdir without changing its results. The
 # plan is not among them: its grouping decides which group file holds which model.
@@ -52,6 +52,26 @@ class Study:
         decay=t.decay, clip_norm=t.clip_norm,
         models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk,
         layout=g.layout if g is not None else "pad")
+
+  def program(self, g=None, length: int | None = None) -> program.Blueprint:
+    """Group `g`'s program as a value (core/program.Blueprint): the task, its models, its
+    TrainConfig and model options, steps_per_call; what the builder, the probe (its cache
+    key), the memory fit and the worker take."""
+    return program.Blueprint.of(self.task, g.specs if g is not None else (),
+                                self.train_config(g, length), self.model_options(g),
+                                self.config.train.steps_per_call)
+
+  def run_options(self, g, devs) -> RunOptions:
+    """How group `g` trains on `devs` beyond its program (sweep/group_run.RunOptions): the
+    held-out evaluation, checkpoints, the stopping rule and slots, a rebuild's cost in
+    program steps (the planner's model, so every rerun decides alike) and memory limit."""
+    c = self.config
+    step_s = plan.step_seconds(self, g, probe.flops_per_s(self, devs), c.train.slots)
+    return RunOptions(eval_size=c.eval.size, threshold=c.eval.threshold,
+                      checkpoint_every=c.checkpoint_every, stop=self.stop_rule(),
+                      slots=c.train.slots, memory_limit=probe.memory_limit(self, devs),
+                      rebuild_steps=resize.compile_steps(c.train.rebuild, c.train.rebuild_steps,
+                                                         c.plan.compile_s, step_s))
 
   def stop_rule(self) -> stopping.Rule:
     """The study's stopping rule (train.stop), evaluated every stop_every steps (0: every
