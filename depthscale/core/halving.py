@@ -13,7 +13,7 @@ no outcomes). After the last rung the survivors' other seeds take the freed slot
 spec order, and train the whole budget. As ASHA across jobs, within one program.
 
 Every scout meets the rungs at the same own steps, so the decisions depend on the
-models only, not on the slots, devices or group. Imports core.stopping only.
+models only, not on the slots, devices or group.
 """
 from __future__ import annotations
 

@@ -2,10 +2,9 @@
 
 `build` is the one builder, of a Blueprint (the program as a value): sweep/group_run.py
 trains with it, sweep/probe.py times it and depthscale/bench measures it, so the plan
-prices exactly the program that trains. The step
-of one model (core/train.py) is vmapped once over the models axis M here (pad), or run
-through model/compact (compact), chunked with lax.map when models_per_chunk asks, and
-scanned or looped over steps. Imports core.train, core.ensemble and model/ only.
+prices exactly the program that trains. The step of one model (core/train.py) is vmapped
+once over the models axis M here (pad), or run through model/compact (compact), chunked
+with lax.map when models_per_chunk asks, and scanned or looped over steps.
 """
 from __future__ import annotations
 

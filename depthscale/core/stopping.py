@@ -14,7 +14,7 @@ non-finite loss stops at once. The rule is evaluated on the fixed held-out batch
 a sync per step); a stopped model is frozen in place (its parameters are those it had at
 its stop step), its curves end there, and the group ends when every model has stopped.
 The rule's state (best score, evaluations since, stop step and reason per model) is
-plain arrays, checkpointed with the group. Imports numpy only.
+plain arrays, checkpointed with the group.
 """
 from __future__ import annotations
 

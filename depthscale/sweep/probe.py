@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import statistics
-import tempfile
 import time
 
 import jax
@@ -20,6 +19,7 @@ import numpy as np
 
 from depthscale import devices as devices_lib
 from depthscale.core import program
+from depthscale.io import atomic
 from depthscale.sweep import plan
 
 TIME_S = 0.5   # target seconds of each timed dispatch
@@ -34,7 +34,7 @@ class Probe:
   memory_bytes: int      # per device: arguments + outputs - donated + temporaries
   device_kind: str
   devices: int
-  fingerprint: str = ""  # of the lowered program (core/program.py), as train_group's
+  fingerprint: str = ""  # of the lowered program (core/program.py), as a GroupRun's
 
 
 def cache_dir() -> str:
@@ -53,7 +53,6 @@ def cached(sig: str) -> Probe | None:
 
 
 def store(sig: str, probe: Probe) -> None:
-  from depthscale.io import atomic
   atomic.write(os.path.join(cache_dir(), sig + ".json"), json.dumps(dataclasses.asdict(probe)))
 
 

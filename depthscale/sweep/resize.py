@@ -10,7 +10,6 @@ the steps left (as the stops seen so far predict them) is worth more than a comp
 The decision is a function of the slot table, the stop state and `compile_steps` only,
 never of a rate measured in the run: a rerun after a kill makes the same rebuilds at the
 same steps, so its results are the uninterrupted run's to the bit.
-Imports core.program (fill) and sweep.slots.
 """
 from __future__ import annotations
 
