@@ -200,12 +200,11 @@ class GroupRun:
     print(f"depthscale: {self.desc} rebuilt at step {self.at}: {len(self.prog.specs)} -> "
           f"{len(p.specs)} slots, {int((self.table.holder >= 0).sum())} in training",
           file=sys.stderr)
-    self.state, self.hp, self.arch, self.table.holder = resize.move(
-        p, self.state, self.hp, self.arch, self.table.holder, new)
+    moved = resize.move(p, self.state, self.hp, self.arch, self.table.holder, new)
+    self._install(p)  # then the moved state, not the new program's own
+    self.state, self.hp, self.arch, self.table.holder = moved
     self.table.entered[[i for i in new if self.table.entered[i] < 0]] = self.at
-    self.built, self.compile_s = new, self.compile_s + p.compile_s
-    self._install(p)
-    self.last_done = None
+    self.built, self.compile_s, self.last_done = new, self.compile_s + p.compile_s, None
     return True
 
   # -- the loop -------------------------------------------------------------------------
