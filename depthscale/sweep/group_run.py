@@ -154,9 +154,6 @@ class GroupRun:
 
   # -- the schedule's decisions, applied ---------------------------------------------------
 
-  def ok(self, i: int) -> bool:
-    return self.schedule.may_enter(self.st, i, self.at)
-
   def check(self, decide: bool = True) -> None:
     """Evaluate the models in slots; the schedule stops some (their results are kept and
     their slots freed), queued models take free slots, and the program may be rebuilt.
