@@ -35,7 +35,7 @@ def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0,
   bp = program.Blueprint.of(task, specs, train_config(p, models_per_chunk, layout),
                             dict(compute_dtype=dtype), p.engine_k)
   prog = program.build(bp, devices)
-  log(f"{name}: compiled in {prog.compile_s:.1f}s; warm-up dispatch of {p.engine_k} steps")
+  log(f"{name}: compiled in {prog.compile_cost_s:.1f}s; warm-up dispatch of {p.engine_k} steps")
   k = np.int32(p.engine_k)
   carry = [prog.run(prog.state, prog.hp, prog.arch, k)[0]]  # donated: keep the newest
   jax.block_until_ready(carry[0])
@@ -43,7 +43,7 @@ def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0,
   def dispatch():
     carry[0], metrics = prog.run(carry[0], prog.hp, prog.arch, k)
     jax.block_until_ready(metrics)
-  return (lambda: _timed(dispatch)), prog.compile_s
+  return (lambda: _timed(dispatch)), prog.compile_cost_s
 
 
 def make_sequential(task, p: Preset, specs, log, dtype: str = "float32"):
@@ -57,7 +57,7 @@ def make_sequential(task, p: Preset, specs, log, dtype: str = "float32"):
   bp = program.Blueprint.of(task, specs[:1], train_config(p), dict(compute_dtype=dtype), 1)
   prog = program.build(bp, dev)
   models = [list(program.init_inputs([s], prog.cfg, prog.tcfg, dev)) for s in specs]
-  log(f"sequential: compiled in {prog.compile_s:.1f}s; warm-up step")
+  log(f"sequential: compiled in {prog.compile_cost_s:.1f}s; warm-up step")
   one = np.int32(1)
   models[0][0], metrics = prog.run(*models[0], one)
   jax.block_until_ready(metrics)
@@ -69,4 +69,4 @@ def make_sequential(task, p: Preset, specs, log, dtype: str = "float32"):
         state, metrics = prog.run(state, hp, arch, one)
       jax.block_until_ready((state, metrics))
       models[i][0] = state
-  return (lambda idx: _timed(lambda: run(idx))), prog.compile_s
+  return (lambda idx: _timed(lambda: run(idx))), prog.compile_cost_s

@@ -90,7 +90,7 @@ def probe(bp: program.Blueprint, devices, use_cache=True) -> Probe:
   one = timed(1)
   n = max(1, min(bp.steps_per_call, int(TIME_S / max(one, 1e-6))))
   step_s = statistics.median(timed(n) for _ in range(TIMED)) / n
-  out = Probe(compile_s=prog.compile_s, step_s=step_s, memory_bytes=prog.memory_bytes,
+  out = Probe(compile_s=prog.compile_cost_s, step_s=step_s, memory_bytes=prog.memory_bytes,
               device_kind=devices[0].device_kind, devices=len(devices),
               fingerprint=prog.fingerprint)
   store(sig, out)
