@@ -5,6 +5,8 @@ Written for one model and vmapped over M here.
 """
 from __future__ import annotations
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,37 @@ from depthscale.core.train import per_token_loss
 from depthscale.model import ModelConfig, Transformer
 
 HELD_OUT_SEED = 2**31 - 1
+KEEP = 16
+_KEPT: collections.OrderedDict = collections.OrderedDict()  # evaluate programs, held-out sets
+
+
+def _kept(key, make):
+  """make(), or what it gave for an equal key earlier in this process (the last KEEP)."""
+  if key not in _KEPT:
+    _KEPT[key] = make()
+    while len(_KEPT) > KEEP:
+      _KEPT.popitem(last=False)
+  _KEPT.move_to_end(key)
+  return _KEPT[key]
+
+
+def _task_id(task) -> str:
+  return f"{type(task).__module__}.{task!r}"  # two users' classes may share a name
+
+
+def evaluator(task, cfg: ModelConfig):
+  """make_evaluate(task, cfg), one per (task, cfg) in a process: groups of one padded shape
+  (a study's seeds in several groups, a group resumed or rebuilt in the same process)
+  evaluate with one compiled program instead of one each."""
+  return _kept(("evaluate", _task_id(task), cfg), lambda: make_evaluate(task, cfg))
+
+
+def held_out_set(task, length: int, size: int):
+  """held_out(task, length, size), sampled once per process (and float64 setting)."""
+  x64 = jax.dtypes.canonicalize_dtype(np.float64) == np.float64
+  return _kept(("held_out", _task_id(task), length, size, x64,
+                jax.config.jax_threefry_partitionable),
+               lambda: held_out(task, length, size))
 
 
 def held_out(task, length: int, size: int):

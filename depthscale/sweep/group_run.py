@@ -51,8 +51,8 @@ class GroupRun:
     names = CURVES + bp.task.measure_names(self.tcfg.length)  # the task's own measures
     self.curves = {k: np.full((self.total, self.n), np.nan, np.float32) for k in names}
     self.st, self.at = stopping.StopState.fresh(self.n), 0
-    self.evaluate = metrics.make_evaluate(bp.task, self.cfg)
-    self.held = metrics.held_out(bp.task, self.tcfg.length, opts.eval_size)
+    self.evaluate = metrics.evaluator(bp.task, self.cfg)
+    self.held = metrics.held_out_set(bp.task, self.tcfg.length, opts.eval_size)
     self.mask_T = np.asarray(self.held.mask).any(0)
     like = jax.eval_shape(self.evaluate, self.state.params, self.arch, self.held)
     self.done = {k: np.zeros((self.n,) + v.shape[1:], v.dtype) for k, v in like.items()}
