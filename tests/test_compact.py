@@ -14,11 +14,17 @@ import numpy as np
 import pytest
 
 from depthscale import tasks
-from depthscale.core import ensemble, program, train
+from depthscale.core import train
 from depthscale.core.ensemble import ModelSpec
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.model import compact
 from depthscale.sweep import train_group
+
+from conftest import xla_env
+import lone
+
+# one worker runs this module (make test: --dist loadgroup), so its fixtures are made once
+pytestmark = pytest.mark.xdist_group("compact")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = dict(name="word_problem", group="S3")
@@ -52,14 +58,8 @@ def _group(specs, tcfg, pos, **kw):
 
 
 def _alone(spec, tcfg, pos):
-  """One model as its own group, through the padded (plain vmapped) step."""
-  task = tasks.make(**TASK)
-  tcfg = train.TrainConfig(**{**tcfg.__dict__, "layout": "pad", "profile": ()})
-  cfg = program.model_config(task, [spec], tcfg, dict(pos=pos, dtype="float64"))
-  state = train.init_state(ensemble.init_params([spec], cfg), tcfg)
-  fn = program.make_train_chunk(task, cfg, tcfg, STEPS)
-  state, m = fn(state, train.stack_hparams([spec]), ensemble.stack_arch([spec], cfg))
-  return np.asarray(m["loss"])[:, 0], np.asarray(m["stage"])[:, 0], state
+  """One model as its own group, through the padded (plain vmapped) step (tests/lone.py)."""
+  return lone.curves(tasks.make(**TASK), spec, tcfg, STEPS, dict(pos=pos, dtype="float64"), K)
 
 
 def test_order_profile_and_bands():
@@ -75,7 +75,7 @@ def test_order_profile_and_bands():
   assert compact.computed_layers(compact.profile(looped, 1)) < 40
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # outlives the slow-first order (conftest)
 def mixed_run():
   with jax.enable_x64(True):
     return _group(MIXED, _tcfg(), "learned")
@@ -89,7 +89,7 @@ def test_compact_group_trains_each_model_as_alone(pos, specs, mixed_run):
       if spec.lr > 1:  # frozen by NaN (the others, compared with alone, are unaffected)
         assert got.rows[i]["frozen"] and not np.all(np.isfinite(got.curves["loss"][:, i]))
         continue
-      loss, stage, state = _alone(spec, _tcfg(curriculum="none" if specs is LOOPED
+      loss, stage = _alone(spec, _tcfg(curriculum="none" if specs is LOOPED
                                               else "fixed"), pos)
       assert not got.rows[i]["frozen"]
       np.testing.assert_allclose(got.curves["loss"][:, i], loss, rtol=1e-6, err_msg=str(spec))
@@ -136,7 +136,7 @@ for task in (tasks.make("word_problem", group="S3"), tasks.make("khop", k_max=2)
 
 @pytest.mark.slow
 def test_four_devices_match_one():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  env = xla_env(4)
   p = subprocess.run([sys.executable, "-c", DEVICES_SCRIPT], cwd=ROOT, env=env,
                      capture_output=True, text=True, timeout=300)
   assert p.returncode == 0, p.stderr[-3000:]

@@ -7,10 +7,15 @@ import jax
 import pytest
 
 from depthscale import tasks
-from depthscale.core import ensemble, metrics, program, stopping, train
+from depthscale.core import stopping, train
 from depthscale.core.ensemble import ModelSpec
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import train_group
+
+import lone
+
+# one worker runs this module (make test: --dist loadgroup), so its fixtures are made once
+pytestmark = pytest.mark.xdist_group("stopping")
 
 TASK = dict(name="khop", k=0)  # copy the letter: solved within tens of steps
 LENGTH, STEPS, K, EVAL = 8, 60, 5, 64
@@ -32,17 +37,10 @@ def _group(rule, layout, **kw):
 
 
 def _alone(spec, steps):
-  """One model as its own padded group, trained `steps` steps; its curves and held-out row."""
-  task = tasks.make(**TASK)
-  tcfg = _tcfg("pad")
-  cfg = program.model_config(task, [spec], tcfg, dict(dtype="float64"))
-  state = train.init_state(ensemble.init_params([spec], cfg), tcfg)
-  arch = ensemble.stack_arch([spec], cfg)
-  state, m = program.make_train_chunk(task, cfg, tcfg, steps)(state, train.stack_hparams([spec]),
-                                                              arch)
-  batch = metrics.held_out(task, LENGTH, EVAL)
-  res = metrics.make_evaluate(task, cfg)(state.params, arch, batch)
-  return np.asarray(m["loss"])[:, 0], metrics.summarize(res, np.asarray(batch.mask).any(0))[0]
+  """One model trained alone (tests/lone.py: a padded group of one, computed once per
+  process and model), `steps` steps: its curves and held-out row."""
+  r = lone.run(tasks.make(**TASK), spec, _tcfg("pad"), steps, dict(dtype="float64"), K)
+  return np.asarray(r.loss[:steps]), r.row(steps, EVAL)
 
 
 def each_equals_alone(got, specs):
@@ -64,7 +62,7 @@ RULES = {"solved": stopping.Rule("solved", every=K),
          "plateau": stopping.Rule("plateau", every=K, patience=2)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # outlives the slow-first order (conftest)
 def runs():
   with jax.enable_x64(True):
     return {(name, layout): _group(rule, layout) for name, rule in RULES.items()
@@ -165,7 +163,7 @@ def _queued(rule, layout, **kw):
                                  model_options=dict(dtype="float64"), stop=rule, **kw)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # outlives the slow-first order (conftest)
 def queued_runs():
   with jax.enable_x64(True):
     return {(name, layout): _queued(RULES.get(name), layout)
