@@ -93,7 +93,26 @@ def init_params(specs, cfg: ModelConfig):
     order.extend(idx)
   params = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
   inverse = np.argsort(np.asarray(order))
-  return jax.tree.map(lambda x: x[inverse], params)
+  out = jax.tree.map(lambda x: x[inverse], params)
+  _forget_eager_programs()
+  return out
+
+
+_INITS = [0]
+CLEAR_EVERY = 32
+
+
+def _forget_eager_programs() -> None:
+  """Every CLEAR_EVERY inits, drop JAX's cached executables (jax.clear_caches). An eager
+  init compiles its layer scan anew each call (flax's lifted scan is a new function every
+  time) and JAX keeps every executable it compiled; on CPU each holds ~230 memory maps,
+  and a process past vm.max_map_count (65530 by default: ~280 inits, e.g. a queue's
+  refills) aborts inside XLA ("Fatal Python error: Aborted", BUILD_NOTES). Compiled
+  group programs are held by their Program and stay; jitted functions recompile on their
+  next call. The numbers are unchanged: the init stays eager."""
+  _INITS[0] += 1
+  if _INITS[0] % CLEAR_EVERY == 0:
+    jax.clear_caches()
 
 
 def stack_arch(specs, cfg: ModelConfig) -> Arch:
