@@ -10,10 +10,24 @@ import os
 import subprocess
 import sys
 
-import jax
-import pytest
+# Before JAX starts (here, in every `depthscale` process a test starts, and in the scripts
+# they run): XLA's CPU backend compiles with LLVM at -O0. The suite's programs are tiny and
+# compiling is most of its time; -O0 compiles about 40% faster (BUILD_NOTES, Test suite).
+# It changes no float64 result (the equivalence tests and the drift guard run in float64),
+# and float32 results in the last bit only, alike in every run the tests compare.
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+def xla_env(devices: int, **extra) -> dict:
+  """os.environ for a test's subprocess with `devices` forced CPU devices."""
+  flags = f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}"
+  return dict(os.environ, XLA_FLAGS=flags, **extra)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPLIT_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
@@ -46,6 +60,16 @@ def compilation_cache_for_subprocesses(tmp_path_factory):
   os.environ["DEPTHSCALE_CACHE"] = str(shared_root(tmp_path_factory) / "depthscale-cache")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forget_compiled_programs():
+  """After each module, JAX's cached executables are dropped: a worker process compiles
+  thousands of programs, each holding memory maps, and one past vm.max_map_count (65530)
+  aborts inside XLA (BUILD_NOTES, Test suite: the "Fatal Python error: Aborted" of
+  sessions 11 and 13). core/ensemble.py bounds the same in a long run."""
+  yield
+  jax.clear_caches()
 
 
 @pytest.fixture(scope="session")

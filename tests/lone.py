@@ -16,7 +16,7 @@ import numpy as np
 
 from depthscale.core import ensemble, metrics, program, train
 
-_CHUNKS: dict = {}     # (task, cfg, tcfg, chunk) -> jitted chunk of `chunk` steps
+_CHUNKS: dict = {}     # (task, cfg, tcfg, chunk, x64) -> compiled chunk of `chunk` steps
 _EVALS: dict = {}      # (task, cfg) -> jitted held-out evaluation
 _HELD_OUT: dict = {}   # (task, length, size) -> held-out batch
 _RUNS: dict = {}       # (task, spec, tcfg, options, chunk, x64) -> _Run
@@ -39,13 +39,14 @@ class _Run:
     self.task, self.spec, self.chunk = task, spec, chunk
     self.tcfg = tcfg
     self.cfg = program.model_config(task, [spec], self.tcfg, options)
-    key = (_task_key(task), self.cfg, self.tcfg, chunk)
-    if key not in _CHUNKS:
-      _CHUNKS[key] = program.make_train_chunk(task, self.cfg, self.tcfg, chunk)
-    self.fn = _CHUNKS[key]
     self.hp = train.stack_hparams([spec])
     self.arch = ensemble.stack_arch([spec], self.cfg)
     self.state = train.init_state(ensemble.init_params([spec], self.cfg), self.tcfg)
+    key = (_task_key(task), self.cfg, self.tcfg, chunk, _x64())
+    if key not in _CHUNKS:  # compiled here: it outlives jax.clear_caches (conftest)
+      _CHUNKS[key] = program.make_train_chunk(task, self.cfg, self.tcfg, chunk).lower(
+          self.state, self.hp, self.arch).compile()
+    self.fn = _CHUNKS[key]
     self.saved = {0: jax.device_get(self.state)}
     self.loss, self.stage = [], []
 

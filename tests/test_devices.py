@@ -12,13 +12,13 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import xla_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(workdir, devices):
-  env = dict(os.environ, WANDB_MODE="disabled",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  env = xla_env(devices, WANDB_MODE="disabled")
   p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", "--config",
                       "experiments/quickstart.py:smoke", "--workdir", str(workdir),
                       "--no-progress", "--config.model.dtype=float64",
@@ -62,8 +62,7 @@ def test_three_model_groups_on_four_devices_train_no_filler(tmp_path, reference_
   from conftest import SPLIT_SMOKE
   from depthscale.io import workdir as workdir_lib
   ref_dir, _ = reference_run
-  env = dict(os.environ, WANDB_MODE="disabled",
-             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  env = xla_env(4, WANDB_MODE="disabled")
   p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *SPLIT_SMOKE,
                       "--config.grid.length=[8, 16]", "--config.train.steps=60",
                       "--config.checkpoint_every=60", "--workdir", str(tmp_path / "w")],

@@ -16,6 +16,7 @@ import pytest
 from depthscale import cli, devices
 from depthscale.cli import app
 from depthscale.errors import UserError
+from conftest import xla_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,7 +31,7 @@ def test_count_is_what_jax_sees_with_four_forced_host_devices():
             "  rc = cli.main(['devices', '--json', '--no-probe', '--dtype', 'bfloat16'])\n"
             "print(json.dumps({'rc': rc, 'info': json.loads(out.getvalue()),\n"
             "                  'jax_count': jax.local_device_count()}))\n")
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  env = xla_env(4)
   p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
                      text=True, timeout=120)
   assert p.returncode == 0, p.stderr[-2000:]

@@ -16,6 +16,9 @@ from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.sweep import train_group
 from test_stopping import EVAL, K, LENGTH, STEPS, TASK, _StopAfter, _alone, _tcfg
 
+# one worker runs this module (make test: --dist loadgroup), so its fixtures are made once
+pytestmark = pytest.mark.xdist_group("halving")
+
 LRS = (5e-4, 1e-2, 1e-5)  # the middle one learns the copy fastest (test_stopping)
 # two settings (depths 1 and 2) x 3 learning rates x 2 seeds, settings interleaved
 SPECS = [ModelSpec(d, 16, 2, seed=s, lr=lr) for s in (0, 1) for lr in LRS for d in (1, 2)]
@@ -52,13 +55,13 @@ def _group(layout, **kw):
                                  model_options=dict(dtype="float64"), stop=RULE, **kw)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # outlives the slow-first order (conftest)
 def runs():
   with jax.enable_x64(True):
     return {layout: _group(layout) for layout in ("pad", "compact")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # outlives the slow-first order (conftest)
 def winners():
   """Per depth, the learning rate whose scout trained alone scores best at the rung."""
   with jax.enable_x64(True):

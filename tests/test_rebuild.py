@@ -14,6 +14,10 @@ from depthscale.sweep import resize, train_group
 
 from test_stopping import (EVAL, K, RULES, SPECS, STEPS, TASK, _StopAfter, _tcfg,
                            each_equals_alone)
+from conftest import xla_env
+
+# one worker runs this module (make test: --dist loadgroup), so its fixtures are made once
+pytestmark = pytest.mark.xdist_group("rebuild")
 
 
 class _Slots(_StopAfter):
@@ -49,7 +53,7 @@ CASES = {("shrink", "pad"): (SPECS, 0), ("shrink", "compact"): (SPECS, 0),
          ("reshape", "compact"): (RESHAPE, 2), ("shallower", "compact"): (SHALLOWER, 0)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # outlives the slow-first order (conftest)
 def rebuilt():
   with jax.enable_x64(True):
     return {(case, layout): _group(specs, layout, slots=slots)
@@ -140,7 +144,7 @@ def test_rebuilt_programs_on_two_devices_match_one(rebuilt):
   import subprocess
   import sys
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  env = xla_env(2)
   p = subprocess.run([sys.executable, "-c", TWO_DEVICES], cwd=root, env=env,
                      capture_output=True, text=True, timeout=600)
   assert p.returncode == 0, p.stderr[-3000:]
