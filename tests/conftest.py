@@ -49,17 +49,20 @@ def shared_root(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def compilation_cache_for_subprocesses(tmp_path_factory):
-  """Every `depthscale` process a test starts shares one persistent XLA compilation
-  cache: the many runs of the same smoke study compile each program once (measured:
-  a smoke run 29.6 s cold, 9.4 s warm, identical results). The pytest workers themselves
-  do not: in session 11 a worker aborted twice, at the same test of two fresh-clone suites,
-  inside JAX's write of a CPU executable to this cache (BUILD_NOTES, Test suite)."""
+def compilation_cache(tmp_path_factory):
+  """The pytest workers and every `depthscale` process a test starts share one persistent
+  XLA compilation cache: a program compiled once (the smoke study's groups in many runs,
+  a lone shape in both workers) is read back after (measured: a smoke run 29.6 s cold,
+  9.4 s warm, identical results). Sessions 11-12 kept the workers off it after a worker
+  aborted inside a cache write; the cause was the process's memory maps, not the cache
+  (forget_compiled_programs below; BUILD_NOTES, Test suite)."""
   cache = str(shared_root(tmp_path_factory) / "jax-cache")
   # the planner's probe cache too: tests never write to the user's ~/.cache
   os.environ["DEPTHSCALE_CACHE"] = str(shared_root(tmp_path_factory) / "depthscale-cache")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  jax.config.update("jax_compilation_cache_dir", cache)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -94,6 +97,23 @@ def pytest_collection_modifyitems(config, items):
   """The slow end-to-end tests first, so that two xdist workers start them at once and
   the short tests fill in around them (instead of a long test starting last)."""
   items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+  if config.getvalue("loadgroup"):  # on an xdist worker of `make test`
+    for item in items:
+      _send_with_its_group(item)
+
+
+def _send_with_its_group(item):
+  """The test's xdist_group as its nodeid's "@group" suffix, which `--dist loadgroup`
+  schedules by. pytest-xdist 3.8 sets `item._nodeid`, which pytest 9 no longer reads (its
+  nodeid is `item._id`), so without this every group is split over the workers and a
+  module's fixtures are made on both (measured, session 13)."""
+  mark = item.get_closest_marker("xdist_group")
+  if mark is None or "@" in item.nodeid:
+    return
+  if hasattr(item, "_id"):
+    item._id = type(item._id).parse(f"{item.nodeid}@{mark.args[0]}")
+  else:  # pytest < 9: xdist has done it
+    item._nodeid = f"{item.nodeid}@{mark.args[0]}"
 
 
 def planned(c):
