@@ -97,7 +97,7 @@ def pytest_collection_modifyitems(config, items):
   """The slow end-to-end tests first, so that two xdist workers start them at once and
   the short tests fill in around them (instead of a long test starting last)."""
   items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-  if config.getvalue("loadgroup"):  # on an xdist worker of `make test`
+  if config.getoption("loadgroup", default=False):  # an xdist worker of `make test`
     for item in items:
       _send_with_its_group(item)
 
