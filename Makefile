@@ -35,7 +35,7 @@ run: venv
 	$(PY) experiments/quickstart.py --workdir $(WORKDIR)
 
 test: venv
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 --durations=15 tests
 
 # Refresh the lock (newest versions within setup.cfg's ranges), then rerun `make test`
 # and re-measure the figures BUILD_NOTES.md records. The accelerator locks start from a copy

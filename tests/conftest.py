@@ -15,7 +15,8 @@ import sys
 # compiling is most of its time; -O0 compiles about 40% faster (BUILD_NOTES, Test suite).
 # It changes no float64 result (the equivalence tests and the drift guard run in float64),
 # and float32 results in the last bit only, alike in every run the tests compare.
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+# DEPTHSCALE_TEST_XLA_FLAGS replaces it (" ": XLA's defaults).
+TEST_XLA_FLAGS = os.environ.get("DEPTHSCALE_TEST_XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 
 import jax  # noqa: E402
