@@ -17,18 +17,7 @@ import numpy as np
 from depthscale.core import ensemble, metrics, program, train
 
 _CHUNKS: dict = {}     # (task, cfg, tcfg, chunk, x64) -> compiled chunk of `chunk` steps
-_EVALS: dict = {}      # (task, cfg) -> jitted held-out evaluation
-_HELD_OUT: dict = {}   # (task, length, size) -> held-out batch
 _RUNS: dict = {}       # (task, spec, tcfg, options, chunk, x64) -> _Run
-
-
-def _x64() -> bool:
-  """Whether float64 is on here (jax.enable_x64 contexts included)."""
-  return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
-
-
-def _task_key(task):
-  return f"{type(task).__module__}.{task!r}"
 
 
 class _Run:
@@ -42,7 +31,7 @@ class _Run:
     self.hp = train.stack_hparams([spec])
     self.arch = ensemble.stack_arch([spec], self.cfg)
     self.state = train.init_state(ensemble.init_params([spec], self.cfg), self.tcfg)
-    key = (_task_key(task), self.cfg, self.tcfg, chunk, _x64())
+    key = (metrics.task_id(task), self.cfg, self.tcfg, chunk, metrics.float64_on())
     if key not in _CHUNKS:  # compiled here: it outlives jax.clear_caches (conftest)
       _CHUNKS[key] = program.make_train_chunk(task, self.cfg, self.tcfg, chunk).lower(
           self.state, self.hp, self.arch).compile()
@@ -63,15 +52,8 @@ class _Run:
   def row(self, steps: int, size: int):
     """The held-out row (metrics.summarize) after `steps` steps, on `size` examples."""
     self.to(steps)
-    length = self.tcfg.length
-    hkey = (_task_key(self.task), length, size, _x64())
-    if hkey not in _HELD_OUT:
-      _HELD_OUT[hkey] = metrics.held_out(self.task, length, size)
-    batch = _HELD_OUT[hkey]
-    ekey = (_task_key(self.task), self.cfg)
-    if ekey not in _EVALS:
-      _EVALS[ekey] = metrics.make_evaluate(self.task, self.cfg)
-    res = _EVALS[ekey](self.saved[steps].params, self.arch, batch)
+    batch = metrics.held_out_set(self.task, self.tcfg.length, size)
+    res = metrics.evaluator(self.task, self.cfg)(self.saved[steps].params, self.arch, batch)
     return metrics.summarize(res, np.asarray(batch.mask).any(0))[0]
 
 
@@ -81,8 +63,8 @@ def run(task, spec, tcfg, steps: int, options: dict | None = None, chunk: int = 
   `.row(steps, size)`. Call inside the same `jax.enable_x64` setting as the group."""
   options = dict(options or {})
   tcfg = train.TrainConfig(**{**tcfg.__dict__, "layout": "pad", "profile": ()})
-  key = (_task_key(task), spec, tcfg, tuple(sorted(options.items())), chunk,
-         _x64())
+  key = (metrics.task_id(task), spec, tcfg, tuple(sorted(options.items())), chunk,
+         metrics.float64_on())
   if key not in _RUNS:
     _RUNS[key] = _Run(task, spec, tcfg, options, chunk)
   return _RUNS[key].to(steps)

@@ -29,21 +29,27 @@ def _kept(key, make):
   return _KEPT[key]
 
 
-def _task_id(task) -> str:
-  return f"{type(task).__module__}.{task!r}"  # two users' classes may share a name
+def task_id(task) -> str:
+  """A task's identity in a process's keys: its class's module and its repr (two users'
+  classes may share a name)."""
+  return f"{type(task).__module__}.{task!r}"
+
+
+def float64_on() -> bool:
+  """Whether float64 is on here (jax.enable_x64 contexts included)."""
+  return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
 
 
 def evaluator(task, cfg: ModelConfig):
   """make_evaluate(task, cfg), one per (task, cfg) in a process: groups of one padded shape
   (a study's seeds in several groups, a group resumed or rebuilt in the same process)
   evaluate with one compiled program instead of one each."""
-  return _kept(("evaluate", _task_id(task), cfg), lambda: make_evaluate(task, cfg))
+  return _kept(("evaluate", task_id(task), cfg), lambda: make_evaluate(task, cfg))
 
 
 def held_out_set(task, length: int, size: int):
   """held_out(task, length, size), sampled once per process (and float64 setting)."""
-  x64 = jax.dtypes.canonicalize_dtype(np.float64) == np.float64
-  return _kept(("held_out", _task_id(task), length, size, x64,
+  return _kept(("held_out", task_id(task), length, size, float64_on(),
                 jax.config.jax_threefry_partitionable),
                lambda: held_out(task, length, size))
 

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from depthscale.core import compiled, ensemble, train
+from depthscale.core import compiled, ensemble, metrics, train
 from depthscale.model import ModelConfig, compact
 
 
@@ -270,9 +270,9 @@ class Blueprint:
     probe's cache key."""
     cfg = model_config(self.task, list(self.models), self.tcfg, self.model_options)
     shapes = sorted(s.shape() for s in self.models)
-    task_id = f"{type(self.task).__module__}.{self.task!r}"  # two users' classes may share a name
-    text = repr((task_id, cfg, dataclasses.astuple(self.tcfg), len(self.models), shapes,
-                 self.steps_per_call, devices[0].device_kind, len(devices), jax.__version__))
+    text = repr((metrics.task_id(self.task), cfg, dataclasses.astuple(self.tcfg),
+                 len(self.models), shapes, self.steps_per_call, devices[0].device_kind,
+                 len(devices), jax.__version__))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
