@@ -10,14 +10,16 @@ import os
 import subprocess
 import sys
 
-# Before JAX starts (here, in every `depthscale` process a test starts, and in the scripts
-# they run): XLA's CPU backend compiles with LLVM at -O0. The suite's programs are tiny and
-# compiling is most of its time; -O0 compiles about 40% faster (BUILD_NOTES, Test suite).
-# It changes no float64 result (the equivalence tests and the drift guard run in float64),
-# and float32 results in the last bit only, alike in every run the tests compare.
-# DEPTHSCALE_TEST_XLA_FLAGS replaces it (" ": XLA's defaults).
-TEST_XLA_FLAGS = os.environ.get("DEPTHSCALE_TEST_XLA_FLAGS", "--xla_backend_optimization_level=0")
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+# Before JAX starts (here, and inherited by every `depthscale` process a test starts):
+# XLA compiles with most optimizations off (LLVM at -O0, no expensive passes). The suite's
+# programs are small and most tests spend their time compiling, not running. It changes
+# no float64 result (the equivalence tests and the drift guard run in float64), and
+# float32 results in the last bit only, alike in every run the tests compare. Tests that
+# mostly execute (long learning runs) are marked `optimized` and compile at XLA's full
+# optimization (the `xla_optimization` fixture below; BUILD_NOTES, Test suite).
+# DEPTHSCALE_TEST_OPTIMIZE=all compiles every test at full optimization, =none none.
+OPTIMIZE = os.environ.get("DEPTHSCALE_TEST_OPTIMIZE", "marked")
+os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0" if OPTIMIZE == "all" else "1"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -27,7 +29,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 def xla_env(devices: int, **extra) -> dict:
   """os.environ for a test's subprocess with `devices` forced CPU devices."""
-  flags = f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}"
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
   return dict(os.environ, XLA_FLAGS=flags, **extra)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,6 +66,22 @@ def compilation_cache(tmp_path_factory):
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   jax.config.update("jax_compilation_cache_dir", cache)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+
+@pytest.fixture(autouse=True)
+def xla_optimization(request, monkeypatch):
+  """A test marked `optimized` compiles at XLA's full optimization, in this process and
+  in the processes it starts (unless DEPTHSCALE_TEST_OPTIMIZE=none)."""
+  if request.node.get_closest_marker("optimized") is None or OPTIMIZE == "none":
+    yield
+    return
+  monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
+  before = jax.config.values.get("jax_disable_most_optimizations", False)
+  jax.config.update("jax_disable_most_optimizations", False)
+  try:
+    yield
+  finally:
+    jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture(scope="module", autouse=True)

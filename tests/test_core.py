@@ -118,6 +118,7 @@ def test_non_finite_model_is_frozen_and_others_unchanged():
 
 
 @pytest.mark.slow
+@pytest.mark.optimized  # executes far more than it compiles
 def test_associative_recall_needs_two_layers():
   """k=1 (induction heads): the 2-layer models pass 95% per-token accuracy; the 1-layer
   models of the same width plateau far below. Margins under two XLA CPU configurations
@@ -138,6 +139,7 @@ def test_associative_recall_needs_two_layers():
 
 
 @pytest.mark.slow
+@pytest.mark.optimized  # executes far more than it compiles
 def test_word_problem_learns_short_lengths_with_curriculum():
   """Z_5 with the adaptive length curriculum 2 -> 4 -> 8: both models reach the last
   stage and learn the first 3 positions (position 3 is trained only from the length-4

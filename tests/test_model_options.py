@@ -116,6 +116,7 @@ def _study(compute_dtype):
   return c
 
 
+@pytest.mark.optimized  # executes far more than it compiles
 def test_bfloat16_study_tracks_float32_on_associative_recall():
   """model.compute_dtype=bfloat16 through the study's path (validate, plan, model
   options, group config): 300 steps of associative recall from the same initial state

@@ -2,7 +2,8 @@
 from: the lowered program's text and the devices it runs on.
 
 `program.build` makes a new function for every group, so JAX's own jit cache never sees
-the same program twice; this does. A program built again in one process (the group that
+the same program twice; this does. JAX's `jax_disable_most_optimizations` (a compile
+setting outside the text) is part of the key. A program built again in one process (the group that
 `run` trains after the probe timed it, a queue rebuilt to a shape it had before, a group
 resumed in the same process, a test's repeated group) compiles once. The text holds the
 shapes, dtypes, shardings and every lowering setting (matmul precision included), so two
@@ -15,6 +16,8 @@ import collections
 import dataclasses
 import hashlib
 import time
+
+import jax
 
 KEEP = 16
 
@@ -37,7 +40,8 @@ def compile_lowered(lowered, devices) -> Compiled:
   devices."""
   t0 = time.perf_counter()
   digest = hashlib.sha256(lowered.as_text().encode()).hexdigest()
-  key = (digest, tuple((d.platform, d.id) for d in devices))
+  key = (digest, tuple((d.platform, d.id) for d in devices),
+         jax.config.values.get("jax_disable_most_optimizations"))
   if key in _KEPT:
     _KEPT.move_to_end(key)
     executable, cost = _KEPT[key]
