@@ -1,0 +1,48 @@
+"""The suite's XLA setting (tests/conftest.py): most optimizations off, except in a test
+marked `optimized`, there and in the processes it starts; kept executables are told
+apart by the setting."""
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from conftest import OPTIMIZE
+from depthscale.core import compiled
+
+pytestmark = pytest.mark.skipif(OPTIMIZE != "marked", reason="DEPTHSCALE_TEST_OPTIMIZE set")
+
+SETTING = "jax_disable_most_optimizations"
+CHILD = f"import jax; print(jax.config.values['{SETTING}'])"
+
+
+def _child_setting():
+  p = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, check=True)
+  return p.stdout.strip()
+
+
+def test_an_unmarked_test_compiles_with_most_optimizations_off():
+  assert jax.config.values[SETTING] is True
+  assert os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "1" and _child_setting() == "True"
+
+
+@pytest.mark.optimized
+def test_a_marked_test_compiles_at_full_optimization_and_so_do_its_processes():
+  assert jax.config.values[SETTING] is False
+  assert os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "0" and _child_setting() == "False"
+
+
+def test_an_executable_kept_at_one_setting_is_not_reused_at_the_other():
+  lowered = jax.jit(lambda x: jnp.tanh(x) * 3.0).lower(jnp.ones((7, 5)))
+  devices = jax.local_devices()[:1]
+  first = compiled.compile_lowered(lowered, devices)
+  assert compiled.compile_lowered(lowered, devices).executable is first.executable
+  jax.config.update(SETTING, False)
+  try:
+    other = compiled.compile_lowered(lowered, devices)
+  finally:
+    jax.config.update(SETTING, True)
+  assert other.executable is not first.executable
+  assert compiled.compile_lowered(lowered, devices).executable is first.executable
