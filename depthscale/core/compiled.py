@@ -4,11 +4,11 @@ from: the lowered program's text and the devices it runs on.
 `program.build` makes a new function for every group, so JAX's own jit cache never sees
 the same program twice; this does. A program built again in one process (the group that
 `run` trains after the probe timed it, a queue rebuilt to a shape it had before, a group
-resumed in the same process, a test's repeated group) compiles once. JAX's
-`jax_disable_most_optimizations` (a compile setting outside the text) is part of the key. The text holds the
+resumed in the same process, a test's repeated group) compiles once. The text holds the
 shapes, dtypes, shardings and every lowering setting (matmul precision included), so two
-programs with equal text and devices compile to the same executable. The last KEEP are
-kept (executables only: no buffers).
+programs with equal text and devices compile to the same executable; JAX's
+`jax_disable_most_optimizations`, a compile setting outside the text, is part of the key
+too. The last KEEP are kept (executables only: no buffers).
 """
 from __future__ import annotations
 
