@@ -19,6 +19,7 @@ import sys
 # optimization (the `xla_optimization` fixture below; BUILD_NOTES, Test suite).
 # DEPTHSCALE_TEST_OPTIMIZE=all compiles every test at full optimization, =none none.
 OPTIMIZE = os.environ.get("DEPTHSCALE_TEST_OPTIMIZE", "marked")
+SETTING = "jax_disable_most_optimizations"  # JAX's name for it, read at each compile
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0" if OPTIMIZE == "all" else "1"
 
 import jax  # noqa: E402
@@ -76,12 +77,12 @@ def xla_optimization(request, monkeypatch):
     yield
     return
   monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
-  before = jax.config.values.get("jax_disable_most_optimizations", False)
-  jax.config.update("jax_disable_most_optimizations", False)
+  before = jax.config.values.get(SETTING, False)
+  jax.config.update(SETTING, False)
   try:
     yield
   finally:
-    jax.config.update("jax_disable_most_optimizations", before)
+    jax.config.update(SETTING, before)
 
 
 @pytest.fixture(scope="module", autouse=True)

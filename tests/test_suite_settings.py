@@ -9,12 +9,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import OPTIMIZE
+from conftest import OPTIMIZE, SETTING
 from depthscale.core import compiled
 
 pytestmark = pytest.mark.skipif(OPTIMIZE != "marked", reason="DEPTHSCALE_TEST_OPTIMIZE set")
 
-SETTING = "jax_disable_most_optimizations"
 CHILD = f"import jax; print(jax.config.values['{SETTING}'])"
 
 
