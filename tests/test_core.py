@@ -64,6 +64,29 @@ def test_padded_group_trains_each_model_as_alone(pos, specs):
   assert losses_SxM.shape == (50 * chunks, len(specs))
 
 
+@pytest.mark.parametrize("kw,specs", [
+    (dict(vocab=16, max_len=24, output_dim=16), MIXED),
+    (dict(vocab=8, max_len=8, output_dim=8, pos="none"), LOOPED),
+    (dict(input_dim=5, max_len=8, output_dim=3, compute_dtype="bfloat16"), MIXED[:2])])
+def test_compiled_init_is_bitwise_the_init_op_by_op(kw, specs):
+  """init_params compiles the init as one program; each model's parameters must be bit
+  for bit those of flax's init of that model alone, run eagerly (as before session 15):
+  the recorded figures were made with it."""
+  from depthscale.model import Transformer, arch_for
+  cfg = ensemble.group_config(specs, **kw)
+  got = jax.tree.map(np.asarray, ensemble.init_params(specs, cfg))
+  dummy = (jnp.zeros((cfg.max_len,), jnp.int32) if cfg.vocab is not None
+           else jnp.zeros((cfg.max_len, cfg.input_dim), jnp.float32))
+  for m, spec in enumerate(specs):
+    tcfg = ensemble.true_config(cfg, spec)
+    tarch = arch_for(tcfg, spec.depth, spec.width, spec.heads, spec.repeats)
+    key = ensemble.init_key(spec.seed)[None]
+    ref = jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(key)
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+      r = np.asarray(r)[0]
+      np.testing.assert_array_equal(g[m][tuple(slice(0, s) for s in r.shape)], r)
+
+
 def test_models_in_chunks_train_as_all_at_once():
   """models_per_chunk runs the one vmapped step over chunks (lax.map): each model's
   losses and parameters are those of the all-at-once group (float64: only rounding may

@@ -7,6 +7,7 @@ Knows nothing of tasks, sweeps or files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,7 +71,18 @@ def data_key(seed: int) -> jax.Array:
 
 def init_params(specs, cfg: ModelConfig):
   """Parameters [M, ...] of all specs in `cfg`'s padded shape; models of one true shape
-  are initialised by one vmapped init over their keys."""
+  are initialised by one vmapped init over their keys. One compiled program per (group
+  shape, models' true shapes): a refill or a rerun of the same shapes reuses it."""
+  keys = jnp.stack([init_key(s.seed) for s in specs])
+  return _init_padded(cfg, tuple(s.shape() for s in specs), keys)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _init_padded(cfg: ModelConfig, shapes: tuple, keys):
+  """init_params, jitted. The result is bitwise that of running the same init op by op
+  (transformer.normal keeps XLA from folding the init's scale into the sampler; tests/
+  test_core.py checks it), so a figure recorded with the eager init of earlier sessions
+  does not move."""
   dummy = (jnp.zeros((cfg.max_len,), jnp.int32) if cfg.vocab is not None
            else jnp.zeros((cfg.max_len, cfg.input_dim), jnp.float32))
   padded_like = jax.eval_shape(
@@ -78,41 +90,21 @@ def init_params(specs, cfg: ModelConfig):
                                                          cfg.repeats))["params"],
       jax.random.key(0))
   buckets: dict[tuple, list[int]] = {}
-  for i, s in enumerate(specs):
-    buckets.setdefault(s.shape(), []).append(i)
+  for i, shape in enumerate(shapes):
+    buckets.setdefault(shape, []).append(i)
   parts, order = [], []
   for shape, idx in buckets.items():
-    spec = specs[idx[0]]
+    spec = ModelSpec(*shape[:3], repeats=shape[3])
     tcfg = true_config(cfg, spec)
     tarch = arch_for(tcfg, spec.depth, spec.width, spec.heads, spec.repeats)
-    keys = jnp.stack([init_key(specs[i].seed) for i in idx])
-    p = jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys)
+    p = jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys[np.asarray(idx)])
     like = jax.tree.map(lambda a: jax.ShapeDtypeStruct((len(idx),) + a.shape, a.dtype),
                         padded_like)
     parts.append(pad_to(p, like))
     order.extend(idx)
   params = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
   inverse = np.argsort(np.asarray(order))
-  out = jax.tree.map(lambda x: x[inverse], params)
-  _forget_eager_programs()
-  return out
-
-
-_INITS = [0]
-CLEAR_EVERY = 32
-
-
-def _forget_eager_programs() -> None:
-  """Every CLEAR_EVERY inits, drop JAX's cached executables (jax.clear_caches). An eager
-  init compiles its layer scan anew each call (flax's lifted scan is a new function every
-  time) and JAX keeps every executable it compiled; on CPU each holds ~230 memory maps,
-  and a process past vm.max_map_count (65530 by default: ~280 inits, e.g. a queue's
-  refills) aborts inside XLA ("Fatal Python error: Aborted", BUILD_NOTES). Compiled
-  group programs are held by their Program and stay; jitted functions recompile on their
-  next call. The numbers are unchanged: the init stays eager."""
-  _INITS[0] += 1
-  if _INITS[0] % CLEAR_EVERY == 0:
-    jax.clear_caches()
+  return jax.tree.map(lambda x: x[inverse], params)
 
 
 def stack_arch(specs, cfg: ModelConfig) -> Arch:
