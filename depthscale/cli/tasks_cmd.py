@@ -90,6 +90,8 @@ def cmd_tasks_list(args, extras) -> int:
 
 def _task_and_length(args, extras):
   task = tasks.make(args.name, **parse_task_options(extras))
+  if args.length is None:
+    _refuse_broken(task, [])  # default_length among the attributes
   length = task.default_length if args.length is None else args.length
   task.check_length(length)  # before any JAX work
   if not 0 <= args.seed < 2**32:
@@ -97,10 +99,21 @@ def _task_and_length(args, extras):
   return task, length
 
 
+def _refuse_broken(task, lengths) -> None:
+  """The structural contract (tasks/contract.py) as one UserError line."""
+  from depthscale.tasks import contract  # deferred: JAX starts here
+  problems = contract.structural(task, lengths)
+  if problems:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    raise UserError(f"task {type(task).__name__} breaks the task contract: {problems[0]}"
+                    f"{more}; `depthscale tasks check` lists every check")
+
+
 def cmd_tasks_show(args, extras) -> int:
   if not 1 <= args.n <= 1000:
     raise UsageError(f"-n must be a number of examples in [1, 1000], got {args.n}")
   task, length = _task_and_length(args, extras)
+  _refuse_broken(task, [length])
   import jax  # deferred: listing and argument errors need no JAX runtime
   batch = task.sample(jax.random.key(args.seed), args.n, length)
   print(f"{task!r}: length {length}, seq_len {task.seq_len(length)}, seed {args.seed}")

@@ -8,6 +8,7 @@ import math
 import ml_collections
 
 from depthscale import tasks
+from depthscale.tasks import contract
 from depthscale.config.base import ConfigError, int_list
 from depthscale.errors import UserError
 
@@ -17,14 +18,19 @@ SEED_LIMIT = 2**32  # PRNG keys keep a seed's low 32 bits: seeds 0 and 2^32 are 
 def add(c: ml_collections.ConfigDict) -> None:
   c.task = "word_problem"  # a built-in task's name, or `file.py:Class` (tasks/sources.py)
   c.task_options = ml_collections.ConfigDict()
+  c.task_digest = ""  # set by `run` in config.json: the task's source (tasks.digest)
   c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
                                           length=[16], repeats=[1]))
 
 
 def make_task(c):
   """The study's task, made from task and task_options."""
+  opts = c.task_options
+  if not hasattr(opts, "items") or not all(isinstance(k, str) for k in opts.keys()):
+    raise ConfigError(f"task_options: {opts!r} is not a dict of option names to values; "
+                      "give e.g. {'group': 'A5'} (or {} for none)")
   try:
-    return tasks.make(c.task, **dict(c.task_options))
+    return tasks.make(c.task, **dict(opts))
   except UserError as e:
     raise ConfigError(f"task: {e}") from None
 
@@ -46,9 +52,22 @@ def check(c) -> tuple[list[int], list[int]]:
 
 
 def check_lengths(task, lengths) -> None:
-  """Every grid.length one the task can make examples of."""
+  """Every grid.length one the task can make examples of, and the task's structural
+  contract at each (tasks/contract.py), before anything is written or compiled."""
   for n in lengths:
     try:
       task.check_length(n)
-    except UserError as e:
-      raise ConfigError(f"grid.length: {e}") from None
+    except ValueError as e:  # a UserError, or the ValueError base.py asks a task for
+      raise ConfigError(f"grid.length: {' '.join(str(e).split())}") from None
+    except Exception:  # noqa: BLE001 -- a broken check_length: named by structural below
+      break
+  problems = contract.structural(task, lengths)
+  if problems:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    raise ConfigError(f"task {task_label(task)} breaks the task contract: {problems[0]}{more}; "
+                      "`depthscale tasks check` lists every check")
+
+
+def task_label(task) -> str:
+  name = getattr(task, "name", None)
+  return name if isinstance(name, str) else type(task).__name__

@@ -50,17 +50,20 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
 
 def anchor_task_file(c: ml_collections.ConfigDict, base: str) -> None:
   """A task given as `relative/file.py:Class` (tasks/sources.py) is read from the config
-  file's directory `base`: made absolute here, so config.json, later commands and other
+  file's directory `base` (`~` expanded): made absolute here, so config.json, later commands and other
   workers find the same file whatever their working directory."""
   where, colon, name = c.task.rpartition(":") if isinstance(c.task, str) else ("", "", "")
-  if colon and where.endswith(".py") and not os.path.isabs(os.path.expanduser(where)):
-    c.task = os.path.normpath(os.path.join(base, where)) + ":" + name
+  if colon and where.endswith(".py"):  # `~` expanded: another user's workers read it too
+    c.task = os.path.normpath(os.path.join(base, os.path.expanduser(where))) + ":" + name
 
 
 def merge(node: ml_collections.ConfigDict, user, where: str, prefix: str = "") -> None:
   """Set the fields of `user` (a dict or ConfigDict) on `node`, section by section; a
   value of another type than its default's is one ConfigError line naming the field."""
   for key, value in user.items():
+    if not isinstance(key, str):
+      raise ConfigError(f"{where}: {prefix}{key!r}: field and option names are strings; "
+                        f"write {prefix}{str(key)!r}")
     field, old = prefix + key, node[key] if key in node else None
     if isinstance(old, ml_collections.ConfigDict):
       if not hasattr(value, "items"):

@@ -21,6 +21,7 @@ def validate(c: ml_collections.ConfigDict):
   """Check every field a user sets; returns the task. One-line ConfigError otherwise."""
   task = grid.make_task(c)
   widths, lengths = grid.check(c)
+  grid.check_lengths(task, lengths)  # the task's contract, before any check that uses it
   model.check(c, widths)
   train.check_batch(c)
   evaluation.check_size(c)
@@ -33,5 +34,4 @@ def validate(c: ml_collections.ConfigDict):
   plan.check(c)
   run.check_wandb(c)
   report.check(c)
-  grid.check_lengths(task, lengths)
   return task

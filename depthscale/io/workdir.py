@@ -159,6 +159,12 @@ def is_done(workdir: str, group_id: str) -> bool:
   return os.path.exists(group_path(workdir, group_id))
 
 
+def has_training(workdir: str) -> bool:
+  """True once any group of the workdir finished or saved a checkpoint."""
+  return any(os.path.isdir(d) and os.listdir(d)
+             for d in (os.path.join(workdir, "groups"), os.path.join(workdir, "checkpoints")))
+
+
 def checkpoint_dir(workdir: str, group_id: str) -> str:
   return os.path.abspath(os.path.join(workdir, "checkpoints", group_id))
 

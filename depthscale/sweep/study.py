@@ -14,6 +14,7 @@ import os
 import ml_collections
 
 from depthscale import config as config_lib
+from depthscale import tasks
 from depthscale.core import halving, program, stopping, train
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import grid, plan, probe, resize
@@ -21,7 +22,8 @@ from depthscale.sweep.group_options import RunOptions
 
 # Fields that may change between runs of one workdir without changing its results. The
 # plan is not among them: its grouping decides which group file holds which model.
-NON_IDENTITY = ("wandb", "checkpoint_every", "paper_fit", "name", "lease_s", "report")
+NON_IDENTITY = ("wandb", "checkpoint_every", "paper_fit", "name", "lease_s", "report",
+                "task_digest")  # a changed task is refused on its own (claim_workdir)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +147,8 @@ def claim_workdir(study: Study, workdir: str) -> None:
   """Write the workdir's config.json, or refuse (one line) if it holds another study. A
   rerun of the same study with other claims (the `report` section) updates config.json."""
   c = study.config
+  with c.unlocked():
+    c.task_digest = tasks.digest(c.task)
   saved = workdir_lib.read_config(workdir)
   if saved is None:
     workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
@@ -157,8 +161,21 @@ def claim_workdir(study: Study, workdir: str) -> None:
     raise config_lib.ConfigError(
         f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
         "use a new --workdir or rerun with the original config")
-  if old.get("report") != new.get("report"):  # edited claims reach the next report
-    workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
+  _check_task_unchanged(workdir, old.get("task_digest") or "", c)
+  if old.get("report") != new.get("report") or old.get("task_digest") != c.task_digest:
+    workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))  # claims, a digest
+
+
+def _check_task_unchanged(workdir: str, recorded: str, c) -> None:
+  """A task whose source changed since the workdir's models were trained on it is refused:
+  resuming would train one model on two tasks. A workdir with nothing trained yet (or
+  made before digests were recorded) takes the current digest."""
+  if not recorded or recorded == c.task_digest or not workdir_lib.has_training(workdir):
+    return
+  where = c.task.rpartition(":")[0] if ":" in c.task else c.task
+  raise config_lib.ConfigError(
+      f"task {where} changed since workdir {workdir} trained on it ({recorded[:19]}..., now "
+      f"{c.task_digest[:19] or 'none'}...); restore it, or use a new --workdir")
 
 
 def load_saved(workdir: str) -> Study:

@@ -40,9 +40,14 @@ def origin(spec: str) -> str:
   return sources.origin(spec, REGISTRY)
 
 
+def digest(spec: str) -> str:
+  """The identity of task `spec`'s source (sources.digest)."""
+  return sources.digest(spec, REGISTRY)
+
+
 def names() -> list[str]:
   """Every task that has a name: the built-ins, then the installed entry points."""
   return sorted(REGISTRY) + sorted(set(sources.entry_points()) - set(REGISTRY))
 
 
-__all__ = ["Batch", "Task", "make", "origin", "names", "REGISTRY"]
+__all__ = ["Batch", "Task", "make", "origin", "digest", "names", "REGISTRY"]

@@ -1,7 +1,8 @@
 """The task contract (base.py), checked on sampled batches: `check(task, length)` returns
 one line per breach, each saying what to change (`depthscale tasks check`).
 
-Checked: the declared attributes; `sample` pure in its key (same key, same batch; another
+Checked: first the structural part (structure.py: attributes, options, lengths, shapes and
+dtypes by jax.eval_shape), then on sampled batches: `sample` pure in its key (same key, same batch; another
 key, another batch), jittable and vmappable over keys with the eager results; shapes and
 dtypes against seq_len, output_dim and input_vocab / input_dim; inputs and targets in
 range; masks not empty; decode giving plain values that survive JSON; a claimed
@@ -12,30 +13,28 @@ measure name. The cost of sampling against a training step is checked above (the
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from depthscale.tasks.base import Batch, Task
+from depthscale.tasks.structure import BATCH, measure_keys, shapes, what, structural
 
-BATCH = 8              # the batch most checks sample
 PREFIX_BATCH = 2048    # examples per length in the prefix-consistency check
 
 
 def check(task: Task, length: int, seed: int = 0) -> list[str]:
   """Every breach of the contract by `task` at size `length`, one line each ([] if none).
   A check that cannot run because an earlier one failed is skipped, not reported twice."""
-  problems = _attributes(task)
+  problems = structural(task, [length])
   if problems:
     return problems
   key = jax.random.key(seed)
   try:
     batch = task.sample(key, BATCH, length)
   except Exception as e:
-    return [f"sample(key, {BATCH}, {length}) raised {_what(e)}; it must return a Batch"]
-  problems = _shapes(task, batch, length, BATCH)
+    return [f"sample(key, {BATCH}, {length}) raised {what(e)}; it must return a Batch"]
+  problems = shapes(task, batch, length, BATCH)
   if problems:
     return problems
   problems += _values(task, batch, length)
@@ -45,55 +44,6 @@ def check(task: Task, length: int, seed: int = 0) -> list[str]:
   problems += _measures(task, batch, length)
   if task.prefix_consistent and not problems:
     problems += _prefix(task, key, length)
-  return problems
-
-
-def _what(e: Exception) -> str:
-  return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-
-
-def _attributes(task: Task) -> list[str]:
-  out = []
-  if getattr(task, "loss", None) not in ("xent", "mse"):
-    out.append(f"loss is {getattr(task, 'loss', None)!r}; set self.loss to 'xent' (class "
-               "targets) or 'mse' (float targets)")
-  vocab, dim = getattr(task, "input_vocab", "unset"), getattr(task, "input_dim", "unset")
-  if (vocab is None) == (dim is None) or vocab == "unset" or dim == "unset":
-    out.append(f"input_vocab={vocab!r}, input_dim={dim!r}: set exactly one (token ids: "
-               "input_vocab, an int >= 1; float features: input_dim) and the other to None")
-  for name, v in (("input_vocab", vocab), ("input_dim", dim)):
-    if v not in (None, "unset") and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-      out.append(f"{name}={v!r}: give an int >= 1")
-  if getattr(task, "scaled_by", None) not in ("n_star", "size", "loss"):
-    out.append(f"scaled_by={getattr(task, 'scaled_by', None)!r}: give 'n_star', 'size' or "
-               "'loss' (base.py says which)")
-  if not isinstance(getattr(task, "name", None), str):
-    out.append("name is not set: set self.name to a short string (it labels the results)")
-  return out
-
-
-def _shapes(task: Task, b: Any, length: int, n: int) -> list[str]:
-  if not isinstance(b, Batch):
-    return [f"sample returned {type(b).__name__}; return depthscale.tasks.Batch(inputs, "
-            "targets, mask)"]
-  t, out = task.seq_len(length), task.output_dim(length)
-  want_in = (n, t) if task.input_vocab else (n, t, task.input_dim)
-  want_tg = (n, t) if task.loss == "xent" else (n, t, out)
-  problems, shapes = [], []
-  for name, arr, shape, kinds in (
-      ("inputs", b.inputs, want_in, "i" if task.input_vocab else "f"),
-      ("targets", b.targets, want_tg, "i" if task.loss == "xent" else "f"),
-      ("mask", b.mask, (n, t), "b")):
-    shape_now, kind = tuple(np.shape(arr)), np.asarray(arr).dtype.kind
-    if shape_now != shape:
-      shapes.append(f"{name} has shape {shape_now}, expected {shape}")
-    if kind != kinds:
-      want = {"i": "an int dtype (int32)", "f": "a float dtype (float32)", "b": "bool"}[kinds]
-      problems.append(f"{name} has dtype {np.asarray(arr).dtype}, expected {want}")
-  if shapes:  # one line: a wrong seq_len puts every array off by the same amount
-    problems.insert(0, f"{'; '.join(shapes)} ([batch, seq_len({length})={t}], then "
-                    f"input_dim / output_dim({length})={out} for float arrays); fix sample or "
-                    "seq_len / output_dim / input_dim")
   return problems
 
 
@@ -139,7 +89,7 @@ def _purity(task: Task, key, batch: Batch, length: int) -> list[str]:
   try:
     jitted = jax.jit(lambda k: task.sample(k, BATCH, length))(key)
   except Exception as e:
-    return problems + [f"sample is not jittable ({_what(e)}); use jax.numpy on traced "
+    return problems + [f"sample is not jittable ({what(e)}); use jax.numpy on traced "
                        "values, no Python branches or numpy on them"]
   if not _equal(jitted, batch):
     problems.append("sample under jax.jit differs from the eager call; keep it a pure "
@@ -148,7 +98,7 @@ def _purity(task: Task, key, batch: Batch, length: int) -> list[str]:
   try:
     mapped = jax.vmap(lambda k: task.sample(k, BATCH, length))(keys)
   except Exception as e:
-    return problems + [f"sample is not vmappable over keys ({_what(e)}); the engine samples "
+    return problems + [f"sample is not vmappable over keys ({what(e)}); the engine samples "
                        "every model's batch in one vmap"]
   for i in range(2):
     if not _equal(jax.tree.map(lambda x: x[i], mapped), task.sample(keys[i], BATCH, length)):
@@ -164,7 +114,7 @@ def _decode(task: Task, batch: Batch) -> list[str]:
       d = task.decode(batch, i)
       again = json.loads(json.dumps(d))
     except Exception as e:
-      return [f"decode(batch, {i}) failed ({_what(e)}); return a dict of plain Python values "
+      return [f"decode(batch, {i}) failed ({what(e)}); return a dict of plain Python values "
               "(int, float, bool, str, lists)"]
     if not isinstance(d, dict) or again != _as_json(d):
       return [f"decode(batch, {i}) is not a dict of plain values that survive JSON (got "
@@ -185,7 +135,7 @@ def _levels(task: Task, batch: Batch) -> list[str]:
   try:
     got = task.levels(batch)
   except Exception as e:
-    return [f"levels(batch) raised {_what(e)}"]
+    return [f"levels(batch) raised {what(e)}"]
   if got is None:
     return []
   level, n = got
@@ -205,15 +155,8 @@ def _measures(task: Task, batch: Batch, length: int) -> list[str]:
   try:
     got = jax.jit(task.measures)(out, batch)
   except Exception as e:
-    return [f"measures(out, batch) under jax.jit raised {_what(e)}"]
-  if not isinstance(got, dict) or tuple(sorted(got)) != tuple(sorted(names)):
-    return [f"measures returned {sorted(got) if isinstance(got, dict) else type(got).__name__}"
-            f", measure_names({length}) says {list(names)}; return one value per name"]
-  bad = [k for k, v in got.items() if np.shape(v) != ()]
-  if bad:
-    return [f"measures {', '.join(bad)} are not scalars (shape {np.shape(got[bad[0]])}); "
-            "return one number per measure for the whole batch"]
-  return []
+    return [f"measures(out, batch) under jax.jit raised {what(e)}"]
+  return measure_keys(got, names, length)
 
 
 def _prefix(task: Task, key, length: int) -> list[str]:

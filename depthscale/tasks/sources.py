@@ -41,6 +41,11 @@ def find(spec: str, builtins: dict[str, type[Task]]) -> type[Task]:
   if not isinstance(spec, str) or not spec.strip():
     raise UserError(f"task {spec!r}: give a task name, FILE.py:CLASS or MODULE:CLASS")
   if spec in builtins:
+    clash = entry_points().get(spec)
+    if clash is not None:
+      raise UserError(f"task {spec!r} names both the built-in and the entry point {spec!r} "
+                      f"({clash.value}) of an installed package; give the package's task as "
+                      f"{clash.value} or rename its entry point")
     return builtins[spec]
   if ":" not in spec:
     eps = entry_points()
@@ -72,6 +77,26 @@ def origin(spec: str, builtins: dict[str, type[Task]]) -> str:
   return "file " + spec if is_file_spec(spec) else "module " + spec
 
 
+def digest(spec: str, builtins: dict[str, type[Task]]) -> str:
+  """The identity of task `spec`'s source, recorded in a workdir's config.json: the SHA-256
+  of its file (a file task, or the module an entry point or MODULE:CLASS loads from), or
+  its package's version; "" for a built-in (the package's own numbers are guarded by the
+  drift test). Call after `find` (the module is loaded)."""
+  if spec in builtins:
+    return ""
+  if is_file_spec(spec):
+    path = os.path.abspath(os.path.expanduser(spec.rpartition(":")[0]))
+  else:
+    ep = entry_points().get(spec) if ":" not in spec else None
+    module = sys.modules.get((ep.value if ep else spec).partition(":")[0])
+    path = getattr(module, "__file__", None)
+    if not path or not os.path.isfile(path):
+      dist = getattr(getattr(ep, "dist", None), "version", None)
+      return f"version {dist}" if dist else ""
+  with open(path, "rb") as f:
+    return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+
+
 def _checked(cls, where: str) -> type[Task]:
   if not (isinstance(cls, type) and issubclass(cls, Task)):
     raise UserError(f"task {where}: {cls!r} is not a subclass of depthscale.tasks.Task")
@@ -93,9 +118,9 @@ def _load_file(path: str):
   sys.modules[name] = module  # dataclasses and pickling look the module up by name
   try:
     spec.loader.exec_module(module)
-  except Exception as e:  # the user's file: one line, naming it
+  except (Exception, SystemExit, KeyboardInterrupt) as e:  # the user's file: one line
     del sys.modules[name]
-    raise UserError(f"task file {path} failed to load: {type(e).__name__}: {e}") from None
+    raise UserError(f"task file {path} failed to load: {_exit_what(e)}") from None
   _FILES[path] = module
   return module
 
@@ -108,13 +133,23 @@ def _load_module(name: str):
       raise UserError(f"task module {name!r} is not importable (install its package, or "
                       "add its directory to PYTHONPATH)") from None
     raise UserError(f"task module {name!r} failed to load: {type(e).__name__}: {e}") from None
-  except Exception as e:
-    raise UserError(f"task module {name!r} failed to load: {type(e).__name__}: {e}") from None
+  except (Exception, SystemExit, KeyboardInterrupt) as e:
+    raise UserError(f"task module {name!r} failed to load: {_exit_what(e)}") from None
 
 
 def _load_entry_point(ep):
   try:
     return ep.load()
-  except Exception as e:
+  except (Exception, SystemExit, KeyboardInterrupt) as e:
     raise UserError(f"task entry point {ep.name!r} ({ep.value}) failed to load: "
-                    f"{type(e).__name__}: {e}") from None
+                    f"{_exit_what(e)}") from None
+
+
+def _exit_what(e: BaseException) -> str:
+  """An import's failure in words; a sys.exit() or an interrupt while importing is named
+  (it would otherwise end the command with its status, as if all were well)."""
+  if isinstance(e, SystemExit):
+    return f"it called sys.exit({e.code!r}) while being imported; remove that call"
+  if isinstance(e, KeyboardInterrupt):
+    return "KeyboardInterrupt while it was being imported"
+  return f"{type(e).__name__}: {' '.join(str(e).split())}"

@@ -1,0 +1,247 @@
+"""A user's task is held to its contract at every command, not only `tasks check`: a task
+that breaks it is refused in one line by run, plan, status, report and `tasks show`,
+with exit status 2, no traceback, nothing compiled and the workdir unchanged (one table,
+one row per kind). Also: a task file that calls sys.exit or is interrupted at import, a
+task file edited under a workdir's trained models, `~` in a task path, an entry point
+named like a built-in.
+
+Each row runs the command in-process; a listener on JAX's backend-compile event counts
+compilations, and the training entry point is replaced by one that fails the test.
+"""
+import json
+import os
+import textwrap
+
+import jax.monitoring
+import pytest
+
+from depthscale import cli, config, tasks
+from depthscale.io import workdir as workdir_lib
+from depthscale.sweep import plan as plan_lib, runner, study as study_lib
+from test_bad_inputs import COMPILES, snapshot
+
+SMOKE = "experiments/quickstart.py:smoke"
+
+GOOD = '''
+import jax, jax.numpy as jnp
+from depthscale import tasks
+from depthscale.tasks import Batch
+
+class T(tasks.Task):
+  """A running sum mod 3."""
+  def __init__(self):
+    self._options, self.name, self.loss = {}, "good", "xent"
+    self.input_vocab, self.input_dim, self.default_length = 3, None, 12
+  def output_dim(self, length):
+    return 3
+  def seq_len(self, length):
+    return length
+  def sample(self, key, batch_size, length):
+    x = jax.random.randint(key, (batch_size, length), 0, 3)
+    return Batch(x, jnp.cumsum(x, axis=1) % 3, jnp.ones((batch_size, length), bool))
+  def decode(self, batch, i):
+    return {"x": [int(v) for v in batch.inputs[i]]}
+'''
+
+
+def variant(body: str) -> str:
+  """GOOD with a subclass B that overrides what `body` defines."""
+  return GOOD + "\nclass B(T):\n" + textwrap.indent(textwrap.dedent(body), "  ")
+
+
+# (name, task file text, class, words the one-line error must contain)
+BROKEN = [
+    ("sample of the wrong shape", variant("def seq_len(self, length):\n  return length + 1"),
+     "B", ["inputs has shape", "expected"]),
+    ("measures key typo", variant('''
+        def measure_names(self, length):
+          return ("acc",)
+        def measures(self, out, batch):
+          return {"acc_": out.mean()}'''), "B", ["measures returned ['acc_']", "['acc']"]),
+    ("float output_dim", variant("def output_dim(self, length):\n  return 3.0"), "B",
+     ["output_dim(16) = 3.0", "int"]),
+    ("absurd output_dim", variant("def output_dim(self, length):\n  return 10**9"), "B",
+     ["output_dim(16) = 1000000000"]),
+    ("no default_length", variant('''
+        def __init__(self):
+          super().__init__()
+          del self.default_length'''), "B", ["default_length"]),
+    ("no _options", variant('''
+        def __init__(self):
+          self.name, self.loss, self.input_vocab, self.input_dim = "b", "xent", 3, None
+          self.default_length = 12'''), "B", ["options() raised", "super().__init__()"]),
+    ("check_length raises ValueError", variant('''
+        def check_length(self, length):
+          raise ValueError(f"length {length} is not a multiple of 5")'''), "B",
+     ["grid.length", "not a multiple of 5"]),
+    ("check_length raises TypeError", variant('''
+        def check_length(self, length):
+          raise TypeError("boom")'''), "B", ["check_length(16) raised TypeError"]),
+    ("sample returns a tuple", variant('''
+        def sample(self, key, batch_size, length):
+          b = super().sample(key, batch_size, length)
+          return (b.inputs, b.targets, b.mask)'''), "B", ["sample returned tuple"]),
+    ("float inputs for a token task", variant('''
+        def sample(self, key, batch_size, length):
+          b = super().sample(key, batch_size, length)
+          return b.replace(inputs=b.inputs.astype(jnp.float32))'''), "B",
+     ["inputs has dtype float32"]),
+    ("sample not traceable", variant('''
+        def sample(self, key, batch_size, length):
+          b = super().sample(key, batch_size, length)
+          if int(b.inputs[0, 0]) < 5:
+            return b
+          return b'''), "B", ["sample is not jittable"]),
+    ("loss typo", variant('''
+        def __init__(self):
+          super().__init__()
+          self.loss = "xnet"'''), "B", ["loss is 'xnet'"]),
+    ("scaled_by typo", variant('''
+        def __init__(self):
+          super().__init__()
+          self.scaled_by = "nstar"'''), "B", ["scaled_by='nstar'"]),
+    ("measure_names a string", variant('''
+        def measure_names(self, length):
+          return "acc"'''), "B", ["measure_names(16) = 'acc'"]),
+    ("absurd input_vocab", variant('''
+        def __init__(self):
+          super().__init__()
+          self.input_vocab = 10**9'''), "B", ["input_vocab=1000000000"]),
+    ("no name", variant('''
+        def __init__(self):
+          super().__init__()
+          self.name = None'''), "B", ["name is not set"]),
+    ("options not a dict", variant('''
+        def options(self):
+          return [1, 2]'''), "B", ["options() returned [1, 2]"]),
+    ("sys.exit at import", GOOD + "\nimport sys\nsys.exit(0)\n", "T", ["sys.exit(0)"]),
+    ("KeyboardInterrupt at import", GOOD + "\nraise KeyboardInterrupt\n", "T",
+     ["KeyboardInterrupt"]),
+]
+
+
+def _workdir_of(tmp_path, task):
+  """A workdir made by `run` of the smoke study over `task` (before the file broke)."""
+  w = str(tmp_path / "w")
+  c = config.load(SMOKE, [f"task={task}", "task_options={}"])
+  study_lib.claim_workdir(study_lib.resolve(c), w)
+  return w
+
+
+def _refused(argv, words, watch, monkeypatch, capsys):
+  def no_training(*_a, **_k):
+    raise AssertionError(f"{argv}: accepted, training started")
+  monkeypatch.setattr(runner, "train_group", no_training)
+  before, compiles = snapshot(watch), len(COMPILES)
+  capsys.readouterr()
+  rc = cli.main(argv)
+  out, err = capsys.readouterr()
+  assert rc == 2, (argv, out, err)
+  lines = err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), err
+  assert "Traceback" not in out + err
+  for w in words:
+    assert w in lines[0], (w, lines[0])
+  assert snapshot(watch) == before  # nothing written or removed
+  assert len(COMPILES) == compiles  # nothing compiled
+  return lines[0]
+
+
+COMMANDS = ["run", "plan", "tasks show", "status"]  # report reads files, not the task
+
+
+def test_at_least_40_rows():
+  assert len(BROKEN) * 2 + len(COMMANDS) * 3 >= 40
+
+
+@pytest.mark.parametrize("row", BROKEN, ids=[r[0] for r in BROKEN])
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_a_broken_task_is_refused_by_run_and_plan(row, command, tmp_path, monkeypatch,
+                                                    capsys):
+  name, text, cls, words = row
+  path = tmp_path / "t.py"
+  path.write_text(text)
+  w = str(tmp_path / "w")
+  extra = ["--workdir", w, "--no-progress"] if command == "run" else ["--no-probe"]
+  _refused([command, "--config", SMOKE, f"--config.task={path}:{cls}",
+            "--config.task_options={}", *extra], words, str(tmp_path), monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("row", [BROKEN[0], BROKEN[4], BROKEN[17]], ids=["shape", "default",
+                                                                      "exit"])
+def test_a_task_broken_after_the_run_is_refused_by_every_command(row, command, tmp_path,
+                                                                  monkeypatch, capsys):
+  """The workdir was made with the good task; then the file broke."""
+  name, text, cls, words = row
+  path = tmp_path / "t.py"
+  path.write_text(variant("pass") if cls == "B" else GOOD)
+  w = _workdir_of(tmp_path, f"{path}:{cls}")
+  path.write_text(text)
+  tasks.sources._FILES.clear()  # a new process would read the file again
+  argv = {"run": ["run", "--workdir", w, "--no-progress", "--config", SMOKE,
+                  f"--config.task={path}:{cls}", "--config.task_options={}"],
+          "plan": ["plan", "--no-probe", "--config", SMOKE, f"--config.task={path}:{cls}",
+                   "--config.task_options={}"],
+          "tasks show": ["tasks", "show", f"{path}:{cls}"],
+          "status": ["status", w]}[command]
+  if command == "tasks show" and cls == "B" and name == "no default_length":
+    words = ["default_length"]
+  _refused(argv, words, str(tmp_path), monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("options,words", [("{1: 2}", ["task_options.1", "names are strings"]),
+                                           ("None", ["task_options is a section"])])
+def test_task_options_not_a_dict_is_one_line(options, words, tmp_path, monkeypatch, capsys):
+  study = tmp_path / "s.py"
+  study.write_text("from depthscale import config\ndef get_config(arg=None):\n"
+                   f"  c = config.load({SMOKE!r})\n  c.task_options = {options}\n  return c\n")
+  _refused(["run", "--config", str(study), "--workdir", str(tmp_path / "w"), "--no-progress"],
+           words, str(tmp_path), monkeypatch, capsys)
+
+
+def test_an_edited_task_file_under_trained_models_is_refused(tmp_path, monkeypatch, capsys):
+  path = tmp_path / "t.py"
+  path.write_text(GOOD)
+  w = _workdir_of(tmp_path, f"{path}:T")
+  recorded = json.load(open(os.path.join(w, "config.json")))["task_digest"]
+  assert recorded == tasks.digest(f"{path}:T") and recorded.startswith("sha256:")
+  study = study_lib.load_saved(w)
+  groups = plan_lib.make_plan(study)  # as `run` writes it (without the probe's timing)
+  workdir_lib.write_plan_once(w, json.dumps(dict(format=1, device="cpu", devices=1,
+                                                 groups=plan_lib.to_json(groups))))
+  os.makedirs(os.path.join(w, "checkpoints", groups[0].id, "60"))  # a group has trained
+  path.write_text(GOOD.replace("% 3, jnp.ones", "% 3 * 1, jnp.ones"))  # same API, new file
+  tasks.sources._FILES.clear()
+  line = _refused(["run", "--workdir", w, "--no-progress", "--config", SMOKE,
+                   f"--config.task={path}:T", "--config.task_options={}"],
+                  [f"task {path} changed since workdir", "restore it, or use a new --workdir"],
+                  str(tmp_path), monkeypatch, capsys)
+  assert recorded[:19] in line
+
+
+def test_an_edited_task_file_with_nothing_trained_takes_the_new_digest(tmp_path):
+  path = tmp_path / "t.py"
+  path.write_text(GOOD)
+  w = _workdir_of(tmp_path, f"{path}:T")
+  path.write_text(GOOD + "\n# edited\n")
+  tasks.sources._FILES.clear()
+  _workdir_of(tmp_path, f"{path}:T")  # accepted: no model trained on the old file
+  assert json.load(open(os.path.join(w, "config.json")))["task_digest"] == tasks.digest(
+      f"{path}:T")
+
+
+def test_a_home_relative_task_path_is_stored_absolute(tmp_path, monkeypatch):
+  monkeypatch.setenv("HOME", str(tmp_path))
+  (tmp_path / "t.py").write_text(GOOD)
+  c = config.load(SMOKE, ["task=~/t.py:T", "task_options={}"])
+  assert c.task == f"{tmp_path}/t.py:T"
+
+
+def test_an_entry_point_named_like_a_builtin_is_named(monkeypatch):
+  class EP:
+    name, value = "khop", "theirs.tasks:KHop"
+  monkeypatch.setattr(tasks.sources, "entry_points", lambda: {"khop": EP()})
+  with pytest.raises(tasks.UserError if hasattr(tasks, "UserError") else ValueError,
+                     match="names both the built-in and the entry point 'khop'"):
+    tasks.make("khop")
