@@ -11,7 +11,6 @@ the report; `depthscale report WORKDIR` rebuilds it at any time.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -20,14 +19,19 @@ import submitit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from depthscale.cli.common import config_overrides, one_line  # noqa: E402  (after the path fix)
+from depthscale.cli.common import (Parser, config_overrides, in_range,  # noqa: E402
+                                   one_line)  # (after the path fix)
 from depthscale import config as config_lib  # noqa: E402
 from depthscale.errors import UserError  # noqa: E402
 from depthscale.sweep.array_task import ArrayTask  # noqa: E402
 
 
-def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+MAX_TASKS = 100_000      # array tasks; SLURM's MaxArraySize is usually far lower
+MAX_MINUTES = 366 * 24 * 60
+
+
+def parser() -> Parser:
+  ap = Parser(prog="slurm.py", description=__doc__.splitlines()[0], allow_abbrev=False)
   ap.add_argument("--config", required=True, metavar="FILE.py[:ARG]")
   ap.add_argument("--workdir", required=True, help="shared by every task (e.g. on NFS)")
   ap.add_argument("--partition", default=None)
@@ -40,26 +44,48 @@ def main(argv=None) -> int:
   ap.add_argument("--parallel", type=int, default=0, help="most tasks running at once")
   ap.add_argument("--dry-run", action="store_true", help="print the array; submit nothing")
   ap.add_argument("--wait", action="store_true", help="wait for the array, then report")
-  args, extras = ap.parse_known_args(argv)
+  return ap
+
+
+def check_bounds(args) -> None:
+  """Every number of the command line in range (one UsageError line), before the study."""
+  in_range("--timeout-min", args.timeout_min, 1, MAX_MINUTES, "minutes")
+  in_range("--tasks", args.tasks, 0, MAX_TASKS, "a number of array tasks (0: one per group)")
+  in_range("--parallel", args.parallel, 0, MAX_TASKS, "a number of tasks (0: all)")
+  in_range("--gpus-per-node", args.gpus_per_node, 0, 64, "GPUs")
+  if args.cpus_per_task is not None:
+    in_range("--cpus-per-task", args.cpus_per_task, 1, 4096, "CPUs")
+  if args.mem_gb is not None:
+    in_range("--mem-gb", args.mem_gb, 1, 1 << 20, "GB")
+
+
+def main(argv=None) -> int:
+  """The CLI's error path: a user error is one line `slurm.py: error: ...` and exit 2."""
   try:
-    overrides = config_overrides(extras)
-    from depthscale.sweep import plan, study as study_lib
-    study = study_lib.resolve(config_lib.load(args.config, overrides))
-    c, groups = study.config, plan.make_plan(study)
-    count = args.tasks or len(groups)
-    if count < 1:
-      raise UserError(f"--tasks {count}: give the number of array tasks (>= 1)")
-    order = plan.largest_first(study, groups)
+    return _main(argv)
   except UserError as e:
     print(f"slurm.py: error: {one_line(e)}", file=sys.stderr)
     return 2
+
+
+def _main(argv) -> int:
+  args, extras = parser().parse_known_args(argv)
+  check_bounds(args)
+  overrides = config_overrides(extras)
+  from depthscale.io import workdir as workdir_lib
+  from depthscale.sweep import plan, study as study_lib
+  study = study_lib.resolve(config_lib.load(args.config, overrides))
+  c, groups = study.config, plan.make_plan(study)
+  count = args.tasks or len(groups)
+  order = plan.largest_first(study, groups)
   workdir = os.path.abspath(args.workdir)
+  workdir_lib.check(workdir)  # a file, unwritable, damaged: refused before anything
+  study_lib.claim_workdir(study, workdir, write=not args.dry_run)  # another study: refused
   print(f"{c.name}: {len(groups)} groups -> array of {count} tasks, workdir {workdir}; each "
         f"task pulls the largest unclaimed group until none is left (lease {c.lease_s:g} s)")
   print("  order: " + ", ".join(f"{g.id} ({len(g.cells)} models)" for g in order))
   if args.dry_run:
     return 0
-  study_lib.claim_workdir(study, workdir)  # refuse a different study before submitting
   executor = submitit.AutoExecutor(folder=os.path.join(workdir, "slurm", "%j"))
   params = dict(timeout_min=args.timeout_min, slurm_partition=args.partition,
                 gpus_per_node=args.gpus_per_node or None, cpus_per_task=args.cpus_per_task,
@@ -75,7 +101,6 @@ def main(argv=None) -> int:
   if args.wait:
     for j in jobs:
       j.result()
-    from depthscale.io import workdir as workdir_lib
     from depthscale.report import build_report
     workdir_lib.merge_results(workdir)
     print(f"report: {build_report(workdir)}")

@@ -59,7 +59,7 @@ BROKEN = [
         def measures(self, out, batch):
           return {"acc_": out.mean()}'''), "B", ["measures returned ['acc_']", "['acc']"]),
     ("float output_dim", variant("def output_dim(self, length):\n  return 3.0"), "B",
-     ["output_dim(16) = 3.0", "int"]),
+     ["output_dim(16) = 3.0", "not an int"]),
     ("absurd output_dim", variant("def output_dim(self, length):\n  return 10**9"), "B",
      ["output_dim(16) = 1000000000"]),
     ("no default_length", variant('''

@@ -139,7 +139,8 @@ def summary(result: dict) -> str:
 def _register(name: str) -> None:
   registry.register(name, lambda o, log: run_bench(
       name, devices=o.devices, models_per_chunk=o.models_per_chunk, dtype=o.dtype,
-      models=o.models, log=log), summary)
+      models=o.models, log=log), summary,
+      uses=("devices", "models_per_chunk", "dtype", "models"))
 
 
 for _name in PRESETS:

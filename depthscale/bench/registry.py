@@ -25,21 +25,26 @@ class Bench:
   """One preset: `run(options, log)` -> its JSON-ready result; `summary(result)` -> the
   line the command prints (before "; wrote FILE"). `through_runner`: it trains whole
   studies through the runner, which sets JAX up as `make run` does, so the command
-  leaves the host's devices and XLA settings as they are."""
+  leaves the host's devices and XLA settings as they are. `uses`: the Options fields it
+  reads (the command refuses the others rather than ignore them)."""
   name: str
   run: Callable[[Options, Callable[[str], None]], dict]
   summary: Callable[[dict], str]
   through_runner: bool = False
+  uses: tuple[str, ...] = ()
 
 
 BENCHES: dict[str, Bench] = {}
 
 
-def register(name: str, run, summary, through_runner: bool = False) -> None:
+def register(name: str, run, summary, through_runner: bool = False, uses=()) -> None:
   """Add preset `name` (once: a second registration of a name is a bug)."""
   if name in BENCHES:
     raise ValueError(f"bench preset {name!r} is registered twice")
-  BENCHES[name] = Bench(name, run, summary, through_runner)
+  unknown = set(uses) - {f.name for f in dataclasses.fields(Options)}
+  if unknown:
+    raise ValueError(f"bench preset {name!r} uses unknown options {sorted(unknown)}")
+  BENCHES[name] = Bench(name, run, summary, through_runner, tuple(uses))
 
 
 def names() -> tuple[str, ...]:

@@ -48,12 +48,15 @@ def check_dtype(dtype: str) -> str:
   return dtype
 
 
+MAX_MODELS = 65536
+
+
 def check_models(models: int) -> int:
   """`models`, or a one-line UserError unless it is a positive multiple of len(LRS)."""
   if isinstance(models, bool) or not isinstance(models, int) or models < len(LRS) \
-      or models % len(LRS):
+      or models % len(LRS) or models > MAX_MODELS:
     raise UserError(f"--models must be a positive multiple of {len(LRS)} (seeds x the "
-                     f"{len(LRS)} learning rates), got {models!r}")
+                     f"{len(LRS)} learning rates) up to {MAX_MODELS}, got {models!r}")
   return models
 
 

@@ -18,16 +18,11 @@ from depthscale import bench, devices
 from depthscale.bench import shapes as bench_shapes
 from depthscale.cli import sweep as sweep_commands
 from depthscale.cli import tasks_cmd as tasks_commands
-from depthscale.cli.common import UsageError, check_writable, one_line, write_json
+from depthscale.cli.common import Parser, UsageError, check_writable, one_line, write_json
 from depthscale.errors import UserError
 from depthscale.sweep.study import reproducible_xla
 
 PROG = "depthscale"
-
-
-class _Parser(argparse.ArgumentParser):
-  def error(self, message: str):
-    raise UsageError(message)
 
 
 def split_host_into_cores() -> None:
@@ -48,9 +43,17 @@ def cmd_bench(args, extras) -> int:
   if args.models_per_chunk is not None and args.models_per_chunk < 0:
     raise UsageError(f"--models-per-chunk must be >= 0 (0 = all at once), "
                      f"got {args.models_per_chunk}")
-  options = bench.Options(devices=args.devices, models_per_chunk=args.models_per_chunk,
-                          dtype=args.dtype, models=bench_shapes.check_models(args.models))
   preset = bench.get(args.preset)
+  unused = [f"--{k.replace('_', '-')}" for k in ("devices", "models_per_chunk", "dtype", "models")
+            if getattr(args, k) is not None and k not in preset.uses]
+  if unused:
+    raise UsageError(f"--preset {preset.name} does not use {', '.join(unused)} (it uses "
+                     f"{', '.join('--' + k.replace('_', '-') for k in preset.uses) or 'none'});"
+                     " drop it")
+  models = bench_shapes.NUM_MODELS if args.models is None else args.models
+  options = bench.Options(devices=args.devices, models_per_chunk=args.models_per_chunk,
+                          dtype=args.dtype or "float32",
+                          models=bench_shapes.check_models(models))
   if not preset.through_runner:
     split_host_into_cores()  # after every check: a refused command changes nothing
     reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
@@ -98,10 +101,10 @@ def cmd_devices(args, extras) -> int:
 def build_parser() -> argparse.ArgumentParser:
   """The command tree: bench and devices here; tasks from cli/tasks_cmd.add_commands; plan,
   run, status and report from cli/sweep.add_commands."""
-  parser = _Parser(prog=PROG, description="Train grids of small transformers at once.",
+  parser = Parser(prog=PROG, description="Train grids of small transformers at once.",
                    allow_abbrev=False)
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
-                                   parser_class=_Parser)
+                                   parser_class=Parser)
 
   tasks_commands.add_commands(commands)
 
@@ -119,11 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
   bench_parser.add_argument("--models-per-chunk", type=int, default=None,
                             help="engine runs the vmapped step on this many models at a time "
                                  "(0 = all; default: the preset's measured best)")
-  bench_parser.add_argument("--models", type=int, default=bench_shapes.NUM_MODELS,
+  bench_parser.add_argument("--models", type=int, default=None,
                             help=f"models in the grid (seeds x {len(bench_shapes.LRS)} learning "
                                  f"rates; default {bench_shapes.NUM_MODELS}; the GPU target "
                                  "uses 256)")
-  bench_parser.add_argument("--dtype", choices=bench_shapes.DTYPES, default="float32",
+  bench_parser.add_argument("--dtype", choices=bench_shapes.DTYPES, default=None,
                             help="the models' compute dtype and the peak probe's (parameters "
                                  "stay float32); bfloat16 for the GPU target")
   bench_parser.set_defaults(handler=cmd_bench)

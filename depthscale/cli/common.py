@@ -4,6 +4,7 @@ one line a user error ends as.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from typing import Any, Sequence
@@ -11,10 +12,26 @@ from typing import Any, Sequence
 from depthscale import config as config_lib
 from depthscale.errors import UserError
 from depthscale.io import atomic
+from depthscale.io import workdir as workdir_lib
 
 
 class UsageError(UserError):
   """A mistake in the command line (raised instead of argparse's print-and-exit)."""
+
+
+class Parser(argparse.ArgumentParser):
+  """argparse, with a bad argument raised as a UsageError (one line) instead of printing
+  the usage block and exiting."""
+
+  def error(self, message: str):
+    raise UsageError(message)
+
+
+def in_range(flag: str, value: int, lo: int, hi: int, what: str) -> int:
+  """`value` of `flag` if lo <= value <= hi, else a one-line UsageError saying `what`."""
+  if not lo <= value <= hi:
+    raise UsageError(f"{flag} {value}: give {what} in [{lo}, {hi}]")
+  return value
 
 
 def config_overrides(extras: Sequence[str]) -> list[str]:
@@ -53,6 +70,13 @@ def check_writable(path: str) -> None:
   parent = os.path.dirname(os.path.abspath(path))
   if os.path.isdir(path):
     raise UsageError(f"--json {path!r} is a directory; give a file path")
+  if path.endswith(".py"):
+    raise UsageError(f"--json {path!r} would overwrite a Python file (a study?); give a "
+                     ".json path")
+  if os.path.basename(path) in workdir_lib.FILES and os.path.exists(
+      os.path.join(parent, "config.json")):
+    raise UsageError(f"--json {path!r} is a depthscale workdir's own file; give a path "
+                     "outside the workdir's files")
   if not os.path.isdir(parent):
     raise UsageError(f"--json {path!r}: directory {parent!r} does not exist; create it first")
   if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):

@@ -131,6 +131,9 @@ def cmd_tasks_check(args, extras) -> int:
   task, length = _task_and_length(args, extras)
   from depthscale.tasks import contract  # deferred: JAX starts here
   problems = contract.check(task, length, args.seed)
+  if not problems:
+    problems = contract.across_processes(task, args.name, parse_task_options(extras), length,
+                                         args.seed)
   print(f"{task!r} at length {length} (seq_len {task.seq_len(length)}), from "
         f"{tasks.origin(args.name)}")
   if not problems and not args.no_cost:

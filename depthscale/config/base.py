@@ -27,6 +27,9 @@ def int_list(c, field: str, lo: int = 1, hi: int | None = None) -> list[int]:
   return list(vals)
 
 
+INT_MAX = 2**31 - 1
+
+
 def number(c, field: str, lo=0.0, strict: bool = False, integer: bool = False):
   """`section.name`: a finite number (an int if `integer`) >= lo (> lo if `strict`)."""
   sec, name = field.split(".")
@@ -38,6 +41,9 @@ def number(c, field: str, lo=0.0, strict: bool = False, integer: bool = False):
     kind = "an int" if integer else "a number"
     cmp = ">" if strict else ">="
     raise ConfigError(f"{field}: {v!r} is not {kind} {cmp} {lo}")
+  if integer and v > INT_MAX:  # steps and counts reach compiled code as int32
+    raise ConfigError(f"{field}: {v} is more than {INT_MAX} (2^31 - 1), what a 32-bit "
+                      "counter holds; give a smaller number")
   return v
 
 

@@ -61,10 +61,30 @@ def check_records(workdir: str) -> None:
       continue
     except OSError as e:
       raise UserError(f"{path}: cannot read it ({e.strerror}); move it aside") from None
-    if not isinstance(rec, dict) or not isinstance(rec.get("heartbeat", 0.0), (int, float)) \
-        or isinstance(rec.get("heartbeat"), bool):
-      raise UserError(f"{path} is not a depthscale lease record; move it aside (no worker "
-                      "holds that group through it)")
+    bad = _bad_field(rec) if isinstance(rec, dict) else type(rec).__name__
+    if bad:
+      raise UserError(f"{path} is not a depthscale lease record ({bad}); move it aside (no "
+                      "worker holds that group through it)")
+
+
+_NUMBER, _INT = (int, float), (int,)
+FIELDS = {"heartbeat": _NUMBER, "started": _NUMBER, "pid": _INT, "step": _INT, "total_steps": _INT,
+          "steps_per_s": _NUMBER, "host": (str,), "owner": (str,), "released": (bool,),
+          "slots": (dict,)}
+SLOT_FIELDS = ("busy", "slots", "queued", "stopped")
+
+
+def _bad_field(rec: dict) -> str | None:
+  """The first field of a lease record of another type than a worker writes, in words."""
+  for k, kinds in FIELDS.items():
+    v = rec.get(k)
+    if v is None:
+      continue
+    if not isinstance(v, kinds) or (bool not in kinds and isinstance(v, bool)):
+      return f"{k} = {v!r}"
+    if k == "slots" and not all(isinstance(v.get(f), int) for f in SLOT_FIELDS):
+      return f"slots = {v!r}"
+  return None
 
 
 def generations(workdir: str, group_id: str) -> list[int]:

@@ -33,7 +33,8 @@ COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats",
 # with a stopping rule or a queue (train.stop, train.slots)
 
 
-SUBDIRS = ("groups", "leases", "checkpoints")  # directories of a workdir, never files
+SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never files
+FILES = ("config.json", "plan.json", "results.csv", "report.md", "fits.json", "claims.json")
 NAME_MAX, PATH_MAX = 255, 4096
 
 
@@ -78,7 +79,13 @@ def check_contents(workdir: str) -> None:
   for d in (os.path.join(workdir, d) for d in SUBDIRS):
     if os.path.exists(d) and not os.path.isdir(d):
       raise UserError(f"{d} is a file, where depthscale keeps a directory; move it aside")
-  read_config(workdir)
+  for f in (os.path.join(workdir, f) for f in FILES):
+    if os.path.isdir(f):
+      raise UserError(f"{f} is a directory, where depthscale writes a file; move it aside")
+  if read_config(workdir) is None and os.listdir(workdir):
+    raise UserError(f"{workdir} holds files but is not a depthscale workdir (no "
+                    "config.json); give a new or empty --workdir (nothing of yours is "
+                    "overwritten)")
   groups = {os.path.basename(p)[:-5]: read_group(p)  # corrupt or foreign: refuse now
             for p in sorted(glob.glob(os.path.join(workdir, "groups", "*.json")))}
   leases.check_records(workdir)
@@ -269,9 +276,23 @@ def parse_cell(v: str):
 
 
 def read_results_csv(workdir: str) -> list[dict] | None:
-  """results.csv's rows, typed (None: no results.csv)."""
+  """results.csv's rows, typed (None: no results.csv); a one-line UserError naming the
+  file if it is damaged (a cut row, other columns, not text)."""
   path = os.path.join(workdir, "results.csv")
   if not os.path.exists(path):
     return None
-  with open(path, newline="") as f:
-    return [{k: parse_cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  try:
+    with open(path, newline="") as f:
+      reader = csv.DictReader(f)
+      rows = list(reader)
+      header = reader.fieldnames or []
+  except (UnicodeDecodeError, csv.Error, IsADirectoryError) as e:
+    raise UserError(f"{path} is damaged ({e}); delete it: `depthscale report` rebuilds it "
+                    "from groups/") from None
+  cut = next((i for i, r in enumerate(rows) if None in r or None in r.values()), None)
+  if "n_star" not in header or "depth" not in header or cut is not None:
+    where = (f"line {cut + 2} does not have the header's {len(header)} fields"
+             if cut is not None else "no depth / n_star column")
+    raise UserError(f"{path} is damaged or not depthscale's ({where}); delete it: "
+                    "`depthscale report` rebuilds it from groups/")
+  return [{k: parse_cell(v) for k, v in r.items()} for r in rows]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+from depthscale.errors import UserError
 from depthscale.io import atomic
 from depthscale.io import workdir as workdir_lib
 from depthscale.report import claims as claims_lib
@@ -28,7 +29,11 @@ def load_workdir(workdir: str) -> dict:
   csv_rows = workdir_lib.read_results_csv(workdir)
   if groups:
     rows, source = [r for g in groups for r in g["rows"]], "groups/*.json"
-  elif csv_rows is not None:
+  elif csv_rows is not None and workdir_lib.read_plan(workdir) is not None:
+    raise UserError(f"{workdir}/results.csv holds {len(csv_rows)} rows, but no group of "
+                    "plan.json has finished (status: 0 done), so they are not this "
+                    "workdir's; move results.csv aside, or run the study")
+  elif csv_rows is not None:  # results.csv copied without the plan: reported as such
     rows, source = csv_rows, "results.csv"
   else:
     raise FileNotFoundError(f"{workdir} has neither results.csv nor groups/*.json; "
@@ -155,6 +160,12 @@ def build_report(workdir: str) -> str:
   all_fit = {} if by_loss else fits.all_fits(fit_rows)
   sets = fits.settings(fit_rows)
   others = _companions(workdir, rep.get("companions") or {})
+  try:  # config.json is the user's to edit: a claim it cannot check is one line
+    claims_lib.check_spec([dict(x) for x in rep.get("claims") or []],
+                          dict(rep.get("companions") or {}))
+  except (ValueError, TypeError) as e:
+    raise UserError(f"{workdir}/config.json: {e}; fix its report section, or restore "
+                    "it") from None
   checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold)
   atomic.write(os.path.join(workdir, "fits.json"),
                json.dumps({"fits": all_fit, "settings": sets}, indent=1))

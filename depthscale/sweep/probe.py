@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import statistics
 import time
@@ -47,9 +48,20 @@ def cached(sig: str) -> Probe | None:
   path = os.path.join(cache_dir(), sig + ".json")
   try:
     with open(path) as f:
-      return Probe(**json.load(f))
+      hit = Probe(**json.load(f))
   except (OSError, ValueError, TypeError):  # absent, or written by another version
     return None
+  return hit if _sound(hit) else None  # damaged or edited: measured again, overwritten
+
+
+def _sound(p: Probe) -> bool:
+  """True if every field of a cached probe is what `probe` writes (times finite and > 0)."""
+  num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+  count = lambda v: isinstance(v, int) and not isinstance(v, bool)
+  return (num(p.compile_s) and p.compile_s >= 0 and num(p.step_s) and p.step_s > 0
+          and count(p.memory_bytes) and p.memory_bytes >= 0 and count(p.devices)
+          and p.devices >= 1 and isinstance(p.device_kind, str)
+          and isinstance(p.fingerprint, str))
 
 
 def store(sig: str, probe: Probe) -> None:

@@ -143,15 +143,17 @@ def identity(c) -> dict:
   return {k: v for k, v in d.items() if k not in NON_IDENTITY}
 
 
-def claim_workdir(study: Study, workdir: str) -> None:
-  """Write the workdir's config.json, or refuse (one line) if it holds another study. A
-  rerun of the same study with other claims (the `report` section) updates config.json."""
+def claim_workdir(study: Study, workdir: str, write: bool = True) -> None:
+  """Write the workdir's config.json, or refuse (one line) if it holds another study or
+  its models trained on another version of the task. A rerun of the same study with other
+  claims (the `report` section) updates config.json. `write=False`: the checks only."""
   c = study.config
   with c.unlocked():
     c.task_digest = tasks.digest(c.task)
   saved = workdir_lib.read_config(workdir)
   if saved is None:
-    workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
+    if write:
+      workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
     return
   old = json.loads(saved_config(workdir, saved).to_json_best_effort())
   new = json.loads(c.to_json_best_effort())
@@ -162,7 +164,8 @@ def claim_workdir(study: Study, workdir: str) -> None:
         f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
         "use a new --workdir or rerun with the original config")
   _check_task_unchanged(workdir, old.get("task_digest") or "", c)
-  if old.get("report") != new.get("report") or old.get("task_digest") != c.task_digest:
+  if write and (old.get("report") != new.get("report")
+                or old.get("task_digest") != c.task_digest):
     workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))  # claims, a digest
 
 

@@ -12,7 +12,10 @@ measure name. The cost of sampling against a training step is checked above (the
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -190,4 +193,41 @@ def _prefix(task: Task, key, length: int) -> list[str]:
                   "prefix_consistent = False"]
     if collisions == 0:
       break  # longer prefixes collide even less
+  return []
+
+
+_SECOND_PROCESS = """
+import json, sys
+import jax
+from depthscale import tasks
+from depthscale.tasks.contract import batch_digest
+spec, options, length, seed, n = json.loads(sys.argv[1])
+print(batch_digest(tasks.make(spec, **options).sample(jax.random.key(seed), n, length)))
+"""
+
+
+def batch_digest(batch: Batch) -> str:
+  """SHA-256 of a batch's arrays (the cross-process check compares them)."""
+  h = hashlib.sha256()
+  for x in jax.tree.leaves(batch):
+    h.update(np.asarray(x).tobytes())
+  return h.hexdigest()
+
+
+def across_processes(task: Task, spec: str, options: dict, length: int,
+                     seed: int = 0) -> list[str]:
+  """`sample` with one key in a second Python process must give this process's batch: a
+  task that draws a salt at import or in __init__ (numpy, random, time) passes the checks
+  within one process, and would give every worker and every resume other data."""
+  here = batch_digest(task.sample(jax.random.key(seed), BATCH, length))
+  p = subprocess.run([sys.executable, "-c", _SECOND_PROCESS,
+                      json.dumps([spec, options, length, seed, BATCH])],
+                     capture_output=True, text=True, timeout=600)
+  if p.returncode != 0:
+    last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return [f"sample in a second process failed ({last[:300]})"]
+  if p.stdout.strip().splitlines()[-1:] != [here]:
+    return ["sample differs between two processes for the same key: the task draws "
+            "randomness outside `key` (a salt at import or in __init__, numpy, random, "
+            "time); derive everything from `key` with jax.random"]
   return []

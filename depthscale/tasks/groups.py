@@ -22,6 +22,7 @@ SYNTAX = (f"{NAMED}, a direct product of those joined by 'x' (e.g. 'A4xZ5'), or 
 MAX_CYCLIC = 1024
 MAX_ORDER = 5040  # closure and the [G, G] table stay small
 MAX_DEGREE = 64
+MAX_TABLE_WORK = 2 * 10**8  # order^2 x degree: the [G, G] table built by composition (S7: 1.8e8)
 
 # Default generating sets of the named groups, in cycle notation (m-cycle for Z<m>).
 _NAMED_GENERATORS = {"A4": "(0 1 2),(0 1)(2 3)", "A5": "(0 1 2 3 4),(0 1 2)",
@@ -178,7 +179,14 @@ def make_group(spec: str) -> PermGroup:
     return _named(spec)
   if not all(names):
     raise UserError(f"word_problem: bad option group={spec!r}; valid: {SYNTAX}")
-  return _product([_named(n) for n in names])
+  factors = [_named(n) for n in names]
+  order = math.prod(f.order for f in factors)
+  degree = sum(f.elements.shape[1] for f in factors)
+  if order * order * degree > MAX_TABLE_WORK:  # before building anything of that size
+    raise UserError(f"word_problem: group {spec!r} has {order} elements on {degree} points: "
+                    f"its product table is {order}^2 x {degree} work, over "
+                    f"{MAX_TABLE_WORK:.0e}; give a smaller group")
+  return _product(factors)
 
 
 def multiplication_table(elements_GxD: np.ndarray) -> np.ndarray:

@@ -62,7 +62,8 @@ def _at_length(task: Task, n: int) -> list[str]:
     except Exception as e:
       return [f"{name}({n}) raised {what(e)}"]
     if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DIM:
-      return [f"{name}({n}) = {v!r}: return an int in 1..{MAX_DIM}"]
+      return [f"{name}({n}) = {v!r}: not an int in 1..{MAX_DIM} (give a smaller length, or "
+              f"return an int from {name})"]
     sizes[name] = v
   for name in ("input_vocab", "input_dim"):
     v = getattr(task, name)
