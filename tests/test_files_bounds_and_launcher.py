@@ -69,6 +69,12 @@ def plan_json_over_study(tmp, _mp):
   return {"args": ["plan", "--config", SMOKE, "--no-probe", "--json", str(study)]}
 
 
+def compiled_memory_over_the_limit(tmp, mp):
+  """Fits the parameter estimate, not the compiled program (measured here as 1 TB)."""
+  mp.setattr(probe, "measure_memory", lambda *_: 2**40)
+  return run_args("--config.plan.device_memory_gb=1")(tmp, mp)
+
+
 BENCH_JSON = "/tmp/depthscale-test-never-written.json"
 
 # (name, words the one line must contain, setup)
@@ -119,6 +125,8 @@ ROWS = [
     ("a word problem over Z1000xZ5 (run)", ["Z1000xZ5", "smaller group"],
      run_args("--config.task=word_problem", "--config.task_options={'group': 'Z1000xZ5'}",
               "--config.grid.length=[8]")),
+    ("the memory fit fails after the probe (before the workdir is written)",
+     ["plan.device_memory_gb", "even with remat"], compiled_memory_over_the_limit),
     # options a preset does not use; bounds
     ("bench refill --dtype", ["--preset refill does not use --dtype"],
      cmd("bench", "--preset", "refill", "--dtype", "bfloat16", "--json", BENCH_JSON)),

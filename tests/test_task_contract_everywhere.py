@@ -245,3 +245,25 @@ def test_an_entry_point_named_like_a_builtin_is_named(monkeypatch):
   with pytest.raises(tasks.UserError if hasattr(tasks, "UserError") else ValueError,
                      match="names both the built-in and the entry point 'khop'"):
     tasks.make("khop")
+
+
+SALTED = GOOD.replace("import jax, jax.numpy as jnp", "import random\nimport jax, jax.numpy as jnp\n"
+                      "SALT = random.randrange(1 << 30)").replace(
+    "jax.random.randint(key,", "jax.random.randint(jax.random.fold_in(key, SALT),")
+
+
+def test_tasks_check_runs_the_sampler_in_a_second_process(tmp_path, capsys):
+  """A salt drawn once per process passes every check within one process."""
+  path = tmp_path / "salted.py"
+  path.write_text(SALTED)
+  assert "SALT" in SALTED and "fold_in(key, SALT)" in SALTED
+  from depthscale.tasks import contract
+  assert contract.check(tasks.make(f"{path}:T"), 12) == []  # one process: clean
+  capsys.readouterr()
+  assert cli.main(["tasks", "check", f"{path}:T", "--no-cost"]) == 1
+  out = capsys.readouterr().out
+  assert "FAIL: sample differs between two processes for the same key" in out
+  good = tmp_path / "good.py"
+  good.write_text(GOOD)
+  assert cli.main(["tasks", "check", f"{good}:T", "--no-cost"]) == 0
+  assert "the task keeps the contract" in capsys.readouterr().out

@@ -13,14 +13,26 @@ from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import plan, probe
 
 
-def freeze_plan(study, workdir: str, devs) -> list[plan.Group]:
-  """The workdir's groups: plan.json if a worker wrote it, else planned and fitted here
-  for these devices (at the share size that runs a group) and written."""
+def fitted(study, workdir: str, devs) -> list[plan.Group] | None:
+  """The groups planned and fitted to these devices' memory (compiling each candidate
+  once), or None if the workdir's plan is frozen already. Writes nothing: a group that
+  cannot fit is refused (one line) before the workdir is touched."""
+  if workdir_lib.read_plan(workdir) is not None:
+    return None
+  groups = plan.make_plan(study, probe.flops_per_s(study, devs))
+  lines: list[str] = []  # said once the fit succeeds: a refusal stays one line
+  groups = probe.fit(study, groups, plan.share_of(devs, groups), log=lines.append)
+  plan.check_settings_whole(groups, study.config)  # a memory split may part a setting
+  for line in lines:
+    print(f"depthscale: {line}", file=sys.stderr)
+  return groups
+
+
+def freeze_plan(study, workdir: str, devs, groups=None) -> list[plan.Group]:
+  """The workdir's groups: plan.json if a worker wrote it, else `groups` (or those
+  planned and fitted here for these devices) written."""
   if workdir_lib.read_plan(workdir) is None:
-    groups = plan.make_plan(study, probe.flops_per_s(study, devs))
-    groups = probe.fit(study, groups, plan.share_of(devs, groups),
-                       log=lambda line: print(f"depthscale: {line}", file=sys.stderr))
-    plan.check_settings_whole(groups, study.config)  # a memory split may part a setting
+    groups = groups if groups is not None else fitted(study, workdir, devs)
     workdir_lib.write_plan_once(workdir, json.dumps(
         dict(format=1, device=devs[0].device_kind, devices=len(devs),
              groups=plan.to_json(groups)), indent=1))

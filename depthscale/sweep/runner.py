@@ -116,9 +116,11 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   c = study.config
   workdir_lib.check(workdir)
   study.start_jax()
-  study_lib.claim_workdir(study, workdir)
+  study_lib.claim_workdir(study, workdir, write=False)  # another study: refused first
   devs = list(devices or jax.local_devices())
-  groups = plan_file.freeze_plan(study, workdir, devs)
+  planned = plan_file.fitted(study, workdir, devs)  # the memory fit, before any write
+  study_lib.claim_workdir(study, workdir)
+  groups = plan_file.freeze_plan(study, workdir, devs, planned)
   workdir_lib.say_ignored(workdir_lib.read_groups(workdir)[1])  # never counted
   size = len(plan.share_of(devs, groups))
   shares = [devs[i:i + size] for i in range(0, len(devs), size)]
