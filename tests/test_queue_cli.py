@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, read_rows
+from conftest import ROOT, read_rows, xla_env
 
 ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.depth=[1, 2]", "--config.train.steps=120",
@@ -22,8 +22,8 @@ ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.train.rebuild_steps=1"]  # rebuild as soon as a slot idles
 
 
-def cli(*args):
-  env = dict(os.environ, WANDB_MODE="disabled")
+def cli(*args, devices=None):
+  env = dict(xla_env(devices) if devices else os.environ, WANDB_MODE="disabled")
   return subprocess.Popen([sys.executable, "-m", "depthscale.cli", *args], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -76,3 +76,25 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path):
                           cwd=ROOT, capture_output=True, text=True)
   assert f"{trained} model-steps trained of a 480 budget" in status.stdout, status.stdout
   assert f"- model-steps: {trained} trained of a 480 budget" in (got / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_queued_group_saved_on_two_devices_is_refused_on_one_in_one_line(tmp_path):
+  """Its slot table is its program's, sized for the device count: on another count the
+  rerun says on how many devices it was saved (instead of JAX's IndivisibleError)."""
+  w = tmp_path / "w"
+  p = cli("run", *ARGS, "--workdir", str(w), devices=2)  # 3 slots + 1 filler on 2 devices
+  deadline = time.time() + 300
+  while not checkpoint_steps(w) and p.poll() is None:
+    assert time.time() < deadline
+    time.sleep(0.1)
+  p.send_signal(signal.SIGKILL)
+  p.communicate()
+  assert checkpoint_steps(w) and not os.path.exists(w / "results.csv")
+  q = cli("run", *ARGS, "--workdir", str(w), devices=1)
+  out, err = q.communicate(timeout=600)
+  assert q.returncode == 2, err[-2000:]
+  last = err.strip().splitlines()[-1]
+  assert "Traceback" not in err and last.startswith("depthscale: error: "), err[-2000:]
+  assert "checkpoint was saved on 2 device(s) (4 program slots)" in last, last
+  assert "this worker has 1 (3 slots)" in last and "--devices" in last, last

@@ -39,14 +39,16 @@ class GroupCheckpoints:
             max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False,
             multiprocessing_options=alone))
 
-  def save(self, step: int, tree) -> None:
+  def save(self, step: int, tree, metadata: dict | None = None) -> None:
+    """`tree` at `step`, with `metadata` (small JSON: what restoring must know first)."""
     host = jax.device_get(tree)
     need = sum(getattr(x, "nbytes", 8) for x in jax.tree.leaves(host)) + SLACK_BYTES
     free = shutil.disk_usage(self.manager.directory).free
     if free < need:  # before orbax starts: its own failure is tracebacks from threads
       raise self._full(step, f"{free / 2**20:.1f} MiB free, {need / 2**20:.1f} MiB needed")
     try:
-      self.manager.save(step, args=ocp.args.StandardSave(host))
+      self.manager.save(step, args=ocp.args.StandardSave(host),
+                        custom_metadata=metadata or {})
       self.manager.wait_until_finished()
     except Exception as e:  # noqa: BLE001 -- re-raised unless the disk is full
       if not disk_full(e):
@@ -73,6 +75,13 @@ class GroupCheckpoints:
         print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
               f"({type(e).__name__}); trying the previous one", file=sys.stderr)
     return None, None
+
+  def metadata(self, step: int) -> dict:
+    """The metadata saved with `step` ({} for a checkpoint saved without it)."""
+    try:
+      return dict(self.manager.metadata(step).custom_metadata or {})
+    except Exception:  # noqa: BLE001 -- unreadable metadata: as if none was saved
+      return {}
 
   def close(self) -> None:
     self.manager.close()

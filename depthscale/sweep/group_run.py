@@ -14,6 +14,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from depthscale.errors import UserError
 from depthscale.core import metrics, program, stopping
 from depthscale.sweep import resize, schedules, slots as slots_lib
 from depthscale.sweep.group_options import Hooks, Interrupted, RunOptions
@@ -110,6 +111,8 @@ class GroupRun:
     if step is None:
       return
     table, built = self.schedule.restore(saved)
+    if table is not None:
+      self._check_slots(step, len(np.asarray(saved["built"])))
     if built is not None and built != self.built:  # a rebuilt program
       self.built = built
       self._install(self._build(built))
@@ -122,6 +125,19 @@ class GroupRun:
     self.curves, self.at = saved["curves"], step
     self.st, self.done = stopping.StopState.from_tree(saved["stop"]), saved["done"]
     print(f"depthscale: {self.desc} resumes from its step-{step} checkpoint", file=sys.stderr)
+
+  def _check_slots(self, step: int, saved_slots: int) -> None:
+    """A queued group's slot table is its program's, and that program's size depends on
+    the device count: a checkpoint made with another size is refused in one line."""
+    if saved_slots == self.m0:
+      return
+    devices = self.checkpoints.metadata(step).get("devices")
+    raise UserError(
+        f"{self.desc}: its step-{step} checkpoint was saved on "
+        f"{devices or 'another number of'} device(s) ({saved_slots} program slots); this "
+        f"worker has {len(self.devices)} ({self.m0} slots). Resume the group on "
+        f"{devices or 'that many'} device(s) (--devices or CUDA_VISIBLE_DEVICES), or move "
+        f"{self.checkpoints.manager.directory} aside to train it again from step 0")
 
   def _place(self, models):
     """The program's state with each slot's holder restored from `models` (spec order); a
@@ -148,7 +164,8 @@ class GroupRun:
     self.drain()
     s0 = time.perf_counter()
     self.hooks.before_save(self.at, self.curves)
-    self.checkpoints.save(self.at, self.payload())
+    self.checkpoints.save(self.at, self.payload(),
+                          {"devices": len(self.devices), "slots": self.m0})
     self.last_done, self.saved_at = None, self.at  # the save's time is not training time
     self.save_s += time.perf_counter() - s0
 
