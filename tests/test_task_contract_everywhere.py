@@ -128,7 +128,9 @@ def _workdir_of(tmp_path, task):
   return w
 
 
-def _refused(argv, words, watch, monkeypatch, capsys):
+def _refused(argv, words, watch, monkeypatch, capsys, samples=False):
+  """`argv` refused in one line naming `words`, nothing written, nothing compiled (unless
+  the command `samples` before it can tell: `tasks show` decodes sampled examples)."""
   def no_training(*_a, **_k):
     raise AssertionError(f"{argv}: accepted, training started")
   monkeypatch.setattr(runner, "train_group", no_training)
@@ -143,7 +145,7 @@ def _refused(argv, words, watch, monkeypatch, capsys):
   for w in words:
     assert w in lines[0], (w, lines[0])
   assert snapshot(watch) == before  # nothing written or removed
-  assert len(COMPILES) == compiles  # nothing compiled
+  assert samples or len(COMPILES) == compiles  # nothing compiled
   return lines[0]
 
 
@@ -188,6 +190,17 @@ def test_a_task_broken_after_the_run_is_refused_by_every_command(row, command, t
   if command == "tasks show" and cls == "B" and name == "no default_length":
     words = ["default_length"]
   _refused(argv, words, str(tmp_path), monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("body,words", [
+    ("def decode(self, batch, i):\n  return [1, 2]", ["decode(batch, 0) returned list"]),
+    ("def decode(self, batch, i):\n  raise KeyError('x')", ["decode(batch, 0) raised KeyError"])])
+def test_tasks_show_with_a_broken_decode_is_one_line(body, words, tmp_path, monkeypatch,
+                                                      capsys):
+  (tmp_path / "t.py").write_text(variant(body))
+  line = _refused(["tasks", "show", f"{tmp_path}/t.py:B", "-n", "1"], words, str(tmp_path),
+                  monkeypatch, capsys, samples=True)
+  assert line.startswith("depthscale: error: task B:")
 
 
 @pytest.mark.parametrize("options,words", [("{1: 2}", ["task_options.1", "names are strings"]),

@@ -119,7 +119,15 @@ def cmd_tasks_show(args, extras) -> int:
   print(f"{task!r}: length {length}, seq_len {task.seq_len(length)}, seed {args.seed}")
   for i in range(args.n):
     print(f"\n# example {i}")
-    print(format_example(task.decode(batch, i)))
+    try:
+      example = task.decode(batch, i)
+    except Exception as e:  # noqa: BLE001 -- the task's code: one line, as tasks check says it
+      raise UserError(f"task {type(task).__name__}: decode(batch, {i}) raised "
+                      f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    if not isinstance(example, dict):
+      raise UserError(f"task {type(task).__name__}: decode(batch, {i}) returned "
+                      f"{type(example).__name__}; return a dict of plain values")
+    print(format_example(example))
   return 0
 
 
