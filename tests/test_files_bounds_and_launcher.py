@@ -109,7 +109,7 @@ ROWS = [
      workdir(files={LEASE: lease(heartbeat=True)})),
     ("run into a user's own directory", ["not a depthscale workdir", "nothing of yours"],
      users_own_directory),
-    ("report of a user's own directory", ["not a depthscale workdir"],
+    ("report of a user's own results.csv", ["results.csv is damaged or not depthscale's"],
      lambda tmp, mp: {**users_own_directory(tmp, mp), "args": ["report", str(tmp / "w")]}),
     # resources asked for before they are checked
     ("train.steps = 10^12", ["train.steps", "2^31 - 1"],
@@ -242,3 +242,12 @@ def test_every_lease_field_a_worker_writes_passes_the_check():
   assert leases._bad_field(json.loads(lease(step=5, steps_per_s=2.5, total_steps=60,
                                             slots=dict(busy=1, slots=2, queued=0,
                                                        stopped=1, steps_left=9)))) is None
+
+
+def test_a_results_csv_alone_is_still_reported(tmp_path, capsys):
+  """A results.csv copied without its workdir (no config.json, no plan) is reported."""
+  w = tmp_path / "copy"
+  w.mkdir()
+  (w / "results.csv").write_text(csv_text([ROW, ROW | {"depth": 2, "n_star": 8}]))
+  assert cli.main(["report", str(w)]) == 0, capsys.readouterr().err
+  assert "results.csv" in (w / "report.md").read_text()

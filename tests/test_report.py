@@ -143,3 +143,29 @@ def test_empty_workdir_is_a_clear_error(tmp_path):
 def test_report_package_does_not_import_jax():
   code = "import sys, depthscale.report; assert 'jax' not in sys.modules, 'jax imported'"
   subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_nstar_plot_marks_a_censored_point_and_fits_over_the_others():
+  """Depth 4 reaches the full length (n* = 24 for every seed): a lower bound. The plot
+  draws it open, the fitted line spans depths 1-3 only, and depth ticks are integers."""
+  from depthscale.report import plots
+  rows = [dict(task="khop", depth=d, width=32, heads=2, seed=s, lr=1e-3, length=24,
+               repeats=1, n_star=min(24, 2 ** d + s), frozen=False)
+          for d in (1, 2, 3, 4) for s in (0, 1)]
+  rows = [dict(r, n_star=24) if r["depth"] == 4 else r for r in rows]
+  data = plots.scaling_data("depth", all_fits(rows), settings(rows))
+  for line in data["lines"]:  # best and median
+    assert [(x, c) for x, _, c in line["points"]] == [(1, False), (2, False), (3, False),
+                                                     (4, True)], line
+  assert {(x, c) for x, _, c in data["seeds"]} == {(1, False), (2, False), (3, False),
+                                                   (4, True)}
+  (fit,) = data["fits"]
+  assert fit["x"] == (1, 3)
+  fig = plots.scaling_figure("depth", data, "n*")
+  ax = fig.axes[0]
+  fig.canvas.draw()
+  ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+  assert ticks and all(float(t).is_integer() for t in ticks), ticks
+  open_markers = [c for c in ax.collections if len(c.get_offsets())
+                  and (c.get_facecolor().size == 0 or c.get_facecolor()[0][3] == 0)]
+  assert any((4.0, 24.0) in map(tuple, c.get_offsets()) for c in open_markers)

@@ -280,3 +280,34 @@ def test_tasks_check_runs_the_sampler_in_a_second_process(tmp_path, capsys):
   good.write_text(GOOD)
   assert cli.main(["tasks", "check", f"{good}:T", "--no-cost"]) == 0
   assert "the task keeps the contract" in capsys.readouterr().out
+
+
+def test_a_workdir_that_stored_a_home_relative_path_still_resumes(tmp_path, monkeypatch):
+  """Before session 15 config.json kept `~/t.py:T` as written; it is the same task."""
+  monkeypatch.setenv("HOME", str(tmp_path))
+  (tmp_path / "t.py").write_text(GOOD)
+  w = _workdir_of(tmp_path, f"{tmp_path}/t.py:T")
+  saved = json.load(open(os.path.join(w, "config.json")))
+  saved["task"] = "~/t.py:T"
+  with open(os.path.join(w, "config.json"), "w") as f:
+    json.dump(saved, f)
+  _workdir_of(tmp_path, "~/t.py:T")  # no "holds a different study"
+  assert study_lib.load_saved(w).config.task == f"{tmp_path}/t.py:T"
+
+
+def test_tasks_check_without_a_default_length_prints_fail_lines(tmp_path, capsys):
+  (tmp_path / "t.py").write_text(BROKEN[4][1])
+  assert BROKEN[4][0] == "no default_length"
+  capsys.readouterr()
+  assert cli.main(["tasks", "check", f"{tmp_path}/t.py:B", "--no-cost"]) == 1
+  out = capsys.readouterr().out
+  assert "FAIL: default_length=None" in out and "1 problem(s)" in out
+
+
+def test_numpy_ints_keep_the_structural_contract(tmp_path):
+  (tmp_path / "t.py").write_text(variant('''
+      def output_dim(self, length):
+        import numpy as np
+        return np.int64(3)'''))
+  from depthscale.tasks import structure
+  assert structure.structural(tasks.make(f"{tmp_path}/t.py:B"), [8, 16]) == []

@@ -88,9 +88,9 @@ def cmd_tasks_list(args, extras) -> int:
   return 0
 
 
-def _task_and_length(args, extras):
+def _task_and_length(args, extras, refuse=True):
   task = tasks.make(args.name, **parse_task_options(extras))
-  if args.length is None:
+  if args.length is None and refuse:
     _refuse_broken(task, [])  # default_length among the attributes
   length = task.default_length if args.length is None else args.length
   task.check_length(length)  # before any JAX work
@@ -136,8 +136,14 @@ def cmd_tasks_check(args, extras) -> int:
   one line per problem."""
   if not 1 <= args.batch_size <= 2**20:
     raise UsageError(f"--batch-size must be in [1, 2^20], got {args.batch_size}")
-  task, length = _task_and_length(args, extras)
   from depthscale.tasks import contract  # deferred: JAX starts here
+  if args.length is None:  # no length to check at without a default: say why, as FAILs
+    task = tasks.make(args.name, **parse_task_options(extras))
+    problems = contract.structural(task, [])
+    if problems:
+      print("\n".join(f"FAIL: {p}" for p in problems) + f"\n{len(problems)} problem(s)")
+      return 1
+  task, length = _task_and_length(args, extras, refuse=False)
   problems = contract.check(task, length, args.seed)
   if not problems:
     problems = contract.across_processes(task, args.name, parse_task_options(extras), length,

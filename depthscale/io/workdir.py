@@ -69,6 +69,10 @@ def check(workdir: str) -> None:
                     "choose another --workdir") from None
   if os.path.isdir(workdir):
     check_contents(workdir)
+    if read_config(workdir) is None and os.listdir(workdir):  # `run` would write here
+      raise UserError(f"{workdir} holds files but is not a depthscale workdir (no "
+                      "config.json); give a new or empty --workdir (nothing of yours is "
+                      "overwritten)")
 
 
 def check_contents(workdir: str) -> None:
@@ -82,10 +86,7 @@ def check_contents(workdir: str) -> None:
   for f in (os.path.join(workdir, f) for f in FILES):
     if os.path.isdir(f):
       raise UserError(f"{f} is a directory, where depthscale writes a file; move it aside")
-  if read_config(workdir) is None and os.listdir(workdir):
-    raise UserError(f"{workdir} holds files but is not a depthscale workdir (no "
-                    "config.json); give a new or empty --workdir (nothing of yours is "
-                    "overwritten)")
+  read_config(workdir)
   groups = {os.path.basename(p)[:-5]: read_group(p)  # corrupt or foreign: refuse now
             for p in sorted(glob.glob(os.path.join(workdir, "groups", "*.json")))}
   leases.check_records(workdir)
@@ -287,12 +288,12 @@ def read_results_csv(workdir: str) -> list[dict] | None:
       rows = list(reader)
       header = reader.fieldnames or []
   except (UnicodeDecodeError, csv.Error, IsADirectoryError) as e:
-    raise UserError(f"{path} is damaged ({e}); delete it: `depthscale report` rebuilds it "
-                    "from groups/") from None
+    raise UserError(f"{path} is damaged ({e}); restore it, or move it aside (`depthscale "
+                    "run` on the workdir writes it again from groups/)") from None
   cut = next((i for i, r in enumerate(rows) if None in r or None in r.values()), None)
   if "n_star" not in header or "depth" not in header or cut is not None:
     where = (f"line {cut + 2} does not have the header's {len(header)} fields"
              if cut is not None else "no depth / n_star column")
-    raise UserError(f"{path} is damaged or not depthscale's ({where}); delete it: "
-                    "`depthscale report` rebuilds it from groups/")
+    raise UserError(f"{path} is damaged or not depthscale's ({where}); restore it, or move "
+                    "it aside (`depthscale run` on the workdir writes it again from groups/)")
   return [{k: parse_cell(v) for k, v in r.items()} for r in rows]

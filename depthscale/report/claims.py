@@ -156,6 +156,21 @@ def _more_than_companion(ctx, c):
           f"{cap(other)})"), bool(ok)
 
 
+def _both_improve(ctx, c):
+  """Both this study and companion `name` gain along `axis` (deepest minus shallowest
+  best): each needs more of it for longer sequences at this scale."""
+  name, axis, measure = c["companion"], c.get("axis", "depth"), c.get("measure", "n_star")
+  other = ctx["companions"].get(name)
+  if other is None:
+    return f"companion run {name!r} not found (run the study to the end)", False
+  mine, theirs = best_by(ctx["rows"], axis, measure), best_by(other, axis, measure)
+  g1, g2 = _gain(mine), _gain(theirs)
+  cap = (lambda rs: at_full_length(rs, axis)) if measure == "n_star" else (lambda rs: "")
+  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain {_num(g1)}"
+          f"{cap(ctx['rows'])}); {name} {_listing(theirs, axis)} (gain {_num(g2)}"
+          f"{cap(other)})"), bool(g1 > 0 and g2 > 0)
+
+
 def _beats_companion(ctx, c):
   name, measure = c["companion"], c.get("measure", "n_star")
   other = ctx["companions"].get(name)
@@ -174,7 +189,8 @@ def _beats_companion(ctx, c):
 KINDS = {"loss_above": _loss_above, "loss_below": _loss_below,
          "partials_in_order": _partials_in_order, "improves": _improves, "khop_bound": _khop_bound,
          "fit_slope_positive": _fit_slope_positive,
-         "more_than_companion": _more_than_companion, "beats_companion": _beats_companion}
+         "more_than_companion": _more_than_companion, "beats_companion": _beats_companion,
+         "both_improve": _both_improve}
 
 
 PARTIAL_SOLVED = 0.5  # a chain position is solved when its held-out partial loss is below
@@ -194,7 +210,8 @@ def positions_solved(row: dict, below: float = PARTIAL_SOLVED) -> int | None:
 
 REQUIRED = {"loss_above": ("value",), "loss_below": ("value",), "partials_in_order": (),
             "improves": ("axis",), "khop_bound": ("k_max",), "fit_slope_positive": ("axis",),
-            "more_than_companion": ("companion",), "beats_companion": ("companion",)}
+            "more_than_companion": ("companion",), "beats_companion": ("companion",),
+            "both_improve": ("companion",)}
 
 
 def check_spec(claims, companions) -> None:

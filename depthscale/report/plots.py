@@ -29,45 +29,93 @@ def _save(fig, path: str) -> None:
   atomic.write(path, lambda f: fig.savefig(f, format="png", dpi=110))
 
 
-def scaling(axis: str, all_fit: dict, sets: list[dict], path: str,
-            measure: str = "n* (largest length at >= 95% accuracy)") -> str | None:
-  """n* against depth or repeats (log2 n* axis) or width (log2 width axis): seeds, best,
-  median, fit."""
+def scaling_data(axis: str, all_fit: dict, sets: list[dict]) -> dict | str:
+  """What the n*-vs-`axis` plot draws, or why it is skipped: `seeds` [(x, n*, censored)]
+  (each seed); `lines` [{label, style, color, points: [(x, n*, censored)]}] (best and
+  median per fit); `fits` [{label, color, x: (lo, hi), slope, intercept}], each drawn over
+  the span of the points it used. Censored: n* = the length, a lower bound (fits.py)."""
   logged_y = axis in fits.LOG_AXES
   values = sorted({s.get(axis) for s in sets})
   if len(values) < 2:
     return f"skipped: a single {axis} ({_fmt(values[0]) if values else 'none'})"
   mine = [pair for key, pair in all_fit.items() if key.startswith(fits.NAMES[axis])]
   fitted = lambda s: any(all(s.get(k) == v for k, v in p["best"]["where"].items()) for p in mine)
-  pts = [(s[axis], n) for s in sets if fitted(s) for n in s["n_star"] if not logged_y or n >= 1]
-  if not pts:
+  seeds = [(s[axis], n, bool(fits.is_censored(s, n))) for s in sets if fitted(s)
+           for n in s["n_star"] if not logged_y or n >= 1]
+  if not seeds:
     return "skipped: no model reached n* >= 1, so log2 n* is undefined"
-  fig, ax = _canvas()
-  ax.scatter(*zip(*pts), s=12, color="0.6", alpha=0.6, label="each seed")
+  out = {"seeds": seeds, "lines": [], "fits": [], "logged_y": logged_y, "values": values}
   for i, pair in enumerate(mine):
     color, tag = f"C{i}", ", ".join(f"{k}={v}" for k, v in pair["best"]["where"].items())
     for reduce, style in (("best", "o-"), ("median", "s--")):
-      p = sorted((q[axis], q["n_star"]) for q in pair[reduce]["points"])
+      p = sorted((q[axis], q["n_star"], bool(q.get("censored"))) for q in pair[reduce]["points"])
       if p:
-        ax.plot(*zip(*p), style, color=color, ms=4, label=f"{reduce} seed {tag}".strip())
+        out["lines"].append(dict(label=f"{reduce} seed {tag}".strip(), style=style,
+                                 color=color, points=p))
     fit = pair["best"]
-    if "slope" in fit and (not logged_y or fit["slope"] != 0):
-      grid = (np.linspace if logged_y else np.geomspace)(min(values), max(values), 50)
-      curve = (2 ** ((grid - fit["intercept"]) / fit["slope"]) if logged_y
-               else fit["slope"] * np.log2(grid) + fit["intercept"])
-      ax.plot(grid, curve, ":", color=color, label=f"fit (best), slope {fit['slope']:.2f}")
+    used = [q[axis] for q in fit.get("points", []) if not q.get("censored")]
+    if "slope" in fit and used and (not logged_y or fit["slope"] != 0):
+      out["fits"].append(dict(label=f"fit (best), slope {fit['slope']:.2f}", color=color,
+                              x=(min(used), max(used)), slope=fit["slope"],
+                              intercept=fit["intercept"]))
+  return out
+
+
+def scaling(axis: str, all_fit: dict, sets: list[dict], path: str,
+            measure: str = "n* (largest length at >= 95% accuracy)") -> str | None:
+  """n* against depth or repeats (log2 n* axis) or width (log2 width axis): seeds, best,
+  median, fit; a censored n* (= the length) as an open triangle, a lower bound."""
+  data = scaling_data(axis, all_fit, sets)
+  if isinstance(data, str):
+    return data
+  _save(scaling_figure(axis, data, measure), path)
+  return None
+
+
+def scaling_figure(axis: str, data: dict, measure: str):
+  """The figure of scaling_data's `data`."""
+  logged_y = data["logged_y"]
+  fig, ax = _canvas()
+  _points(ax, data["seeds"], dict(s=12, color="0.6", alpha=0.6), "each seed")
+  for line in data["lines"]:
+    xs, ns, _ = zip(*line["points"])
+    ax.plot(xs, ns, line["style"][1:], color=line["color"])
+    _points(ax, line["points"], dict(s=22, color=line["color"], marker=line["style"][0]),
+            line["label"])
+  for fit in data["fits"]:
+    lo, hi = fit["x"]
+    grid = (np.linspace if logged_y else np.geomspace)(lo, hi, 50)
+    curve = (2 ** ((grid - fit["intercept"]) / fit["slope"]) if logged_y
+             else fit["slope"] * np.log2(grid) + fit["intercept"])
+    ax.plot(grid, curve, ":", color=fit["color"], label=fit["label"])
+  if any(c for _, _, c in data["seeds"]):
+    ax.scatter([], [], marker="^", facecolors="none", edgecolors="0.3",
+               label="n* = the length: a lower bound")
   (ax.set_yscale if logged_y else ax.set_xscale)("log", base=2)
-  logged = [n for _, n in pts] if logged_y else values
+  logged = [n for _, n, _ in data["seeds"]] if logged_y else data["values"]
   subs = (1.0,) if math.log2(max(logged) / min(logged)) > 4 else (1, 1.25, 1.5, 1.75)
   scale = ax.yaxis if logged_y else ax.xaxis
   scale.set_major_locator(ticker.LogLocator(2, subs=subs))
   scale.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
   scale.set_minor_formatter(ticker.NullFormatter())
+  # depth, repeats and n* are integers: no tick at 1.5
+  (ax.xaxis if logged_y else ax.yaxis).set_major_locator(ticker.MaxNLocator(integer=True))
   ax.set_xlabel(axis)
   ax.set_ylabel(measure)
   ax.legend(fontsize=7)
-  _save(fig, path)
-  return None
+  return fig
+
+
+def _points(ax, points, style: dict, label: str) -> None:
+  """Measured points filled; censored ones (lower bounds) as open upward triangles."""
+  full = [(x, n) for x, n, c in points if not c]
+  cens = [(x, n) for x, n, c in points if c]
+  if full:
+    ax.scatter(*zip(*full), label=label, **style)
+  if cens:
+    open_style = {k: v for k, v in style.items() if k not in ("marker", "color")}
+    ax.scatter(*zip(*cens), marker="^", facecolors="none", edgecolors=style["color"],
+               label=None if full else label, **open_style)
 
 
 def _depth_colors(depths):
@@ -93,6 +141,7 @@ def positions(groups, rows, path: str) -> str | None:
     ax.plot(np.arange(1, len(acc) + 1), np.asarray(acc, float), color=sm.to_rgba(row["depth"]),
             label=f"depth {row['depth']}{tag} (seed {row.get('seed')}, n*={row['n_star']})")
   ax.axhline(0.95, color="0.5", ls=":", lw=1)
+  ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
   ax.set_xlabel("position")
   ax.set_ylabel("held-out accuracy (best seed)")
   ax.legend(fontsize=6)
@@ -123,7 +172,7 @@ def curves(groups, path: str) -> tuple[str | None, list[str]]:
     ax.plot(step, curve, color=sm.to_rgba(depth), alpha=0.6, lw=1)
   if all((c[np.isfinite(c)] > 0).all() for _, _, c in lines):
     ax.set_yscale("log")
-  fig.colorbar(sm, ax=ax, label="depth")
+  fig.colorbar(sm, ax=ax, label="depth", ticks=ticker.MaxNLocator(integer=True))
   ax.set_xlabel("step")
   ax.set_ylabel("training loss")
   _save(fig, path)

@@ -26,10 +26,15 @@ def load_workdir(workdir: str) -> dict:
   found, stray = workdir_lib.read_groups(workdir)  # the plan's groups only
   workdir_lib.say_ignored(stray)
   groups = [{**g, "id": gid} for gid, g in found.items()]
-  csv_rows = workdir_lib.read_results_csv(workdir)
+  try:
+    csv_rows = workdir_lib.read_results_csv(workdir)
+  except UserError:
+    if not groups:
+      raise
+    csv_rows = None  # the report is built from groups/ anyway
   if groups:
     rows, source = [r for g in groups for r in g["rows"]], "groups/*.json"
-  elif csv_rows is not None and workdir_lib.read_plan(workdir) is not None:
+  elif csv_rows and workdir_lib.read_plan(workdir) is not None:
     raise UserError(f"{workdir}/results.csv holds {len(csv_rows)} rows, but no group of "
                     "plan.json has finished (status: 0 done), so they are not this "
                     "workdir's; move results.csv aside, or run the study")

@@ -202,4 +202,6 @@ def saved_config(workdir: str, saved: dict) -> ml_collections.ConfigDict:
                                  f"depthscale reads ({' '.join(str(e).split())}); restore "
                                  "it, or use a new --workdir") from None
   config_lib.check_fields(c, config_lib.defaults(), f"{workdir}/config.json")
+  if isinstance(c.task, str):  # as config.load stores it now (a `~` expanded, normalised)
+    config_lib.anchor_task_file(c, os.path.abspath(workdir))
   return c

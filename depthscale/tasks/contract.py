@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -219,10 +220,16 @@ def across_processes(task: Task, spec: str, options: dict, length: int,
   """`sample` with one key in a second Python process must give this process's batch: a
   task that draws a salt at import or in __init__ (numpy, random, time) passes the checks
   within one process, and would give every worker and every resume other data."""
-  here = batch_digest(task.sample(jax.random.key(seed), BATCH, length))
-  p = subprocess.run([sys.executable, "-c", _SECOND_PROCESS,
-                      json.dumps([spec, options, length, seed, BATCH])],
-                     capture_output=True, text=True, timeout=600)
+  with jax.default_device(jax.devices("cpu")[0]):  # both on CPU: the same arithmetic,
+    here = batch_digest(task.sample(jax.random.key(seed), BATCH, length))  # no device shared
+  try:
+    p = subprocess.run([sys.executable, "-c", _SECOND_PROCESS,
+                        json.dumps([spec, options, length, seed, BATCH])],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  except subprocess.TimeoutExpired:
+    return ["sample in a second process took over 600 s (a length this large is better "
+            "checked with a smaller --length)"]
   if p.returncode != 0:
     last = (p.stderr.strip().splitlines() or ["no output"])[-1]
     return [f"sample in a second process failed ({last[:300]})"]

@@ -9,6 +9,7 @@ seq_len / measure names at each length, and the shapes and dtypes of one sample 
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import jax
@@ -26,7 +27,7 @@ def structural(task: Task, lengths) -> list[str]:
   a length's checks stop at its first breach, and the lengths at the first with one."""
   problems = _attributes(task)
   default = getattr(task, "default_length", None)
-  if not isinstance(default, int) or isinstance(default, bool) or default < 1:
+  if not isinstance(default, numbers.Integral) or isinstance(default, bool) or default < 1:
     problems.append(f"default_length={default!r}: set self.default_length to the paper's "
                     "size, an int >= 1")
   try:
@@ -61,7 +62,7 @@ def _at_length(task: Task, n: int) -> list[str]:
       v = getattr(task, name)(n)
     except Exception as e:
       return [f"{name}({n}) raised {what(e)}"]
-    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DIM:
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 1 <= v <= MAX_DIM:
       return [f"{name}({n}) = {v!r}: not an int in 1..{MAX_DIM} (give a smaller length, or "
               f"return an int from {name})"]
     sizes[name] = v
