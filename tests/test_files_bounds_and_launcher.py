@@ -13,9 +13,10 @@ import pytest
 
 from depthscale import cli, config
 from depthscale.io import leases, workdir as workdir_lib
-from depthscale.sweep import probe, runner, study as study_lib
+from depthscale.sweep import probe, study as study_lib
 from test_bad_inputs import COMPILES, snapshot
 from test_integrity import LEASE, SMOKE, run_args, workdir
+from test_task_contract_everywhere import refused
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -154,22 +155,7 @@ def test_refused_in_one_line_and_nothing_changed(row, tmp_path, monkeypatch, cap
   name, words, setup = row
   monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
   got = setup(tmp_path, monkeypatch)
-
-  def no_training(*_a, **_k):
-    raise AssertionError(f"{name}: accepted, training started")
-  monkeypatch.setattr(runner, "train_group", no_training)
-  before, compiles = snapshot(str(tmp_path)), len(COMPILES)
-  capsys.readouterr()
-  rc = cli.main(got["args"])
-  out, err = capsys.readouterr()
-  assert rc == 2, (name, out, err)
-  lines = err.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), err
-  assert "Traceback" not in out + err
-  for w in words:
-    assert w in lines[0], (name, w, lines[0])
-  assert snapshot(str(tmp_path)) == before, name
-  assert len(COMPILES) == compiles, name
+  refused(got["args"], words, str(tmp_path), monkeypatch, capsys)
   assert not os.path.exists(BENCH_JSON)
 
 

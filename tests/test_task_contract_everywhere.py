@@ -128,7 +128,7 @@ def _workdir_of(tmp_path, task):
   return w
 
 
-def _refused(argv, words, watch, monkeypatch, capsys, samples=False):
+def refused(argv, words, watch, monkeypatch, capsys, samples=False):
   """`argv` refused in one line naming `words`, nothing written, nothing compiled (unless
   the command `samples` before it can tell: `tasks show` decodes sampled examples)."""
   def no_training(*_a, **_k):
@@ -165,7 +165,7 @@ def test_a_broken_task_is_refused_by_run_and_plan(row, command, tmp_path, monkey
   path.write_text(text)
   w = str(tmp_path / "w")
   extra = ["--workdir", w, "--no-progress"] if command == "run" else ["--no-probe"]
-  _refused([command, "--config", SMOKE, f"--config.task={path}:{cls}",
+  refused([command, "--config", SMOKE, f"--config.task={path}:{cls}",
             "--config.task_options={}", *extra], words, str(tmp_path), monkeypatch, capsys)
 
 
@@ -189,7 +189,7 @@ def test_a_task_broken_after_the_run_is_refused_by_every_command(row, command, t
           "status": ["status", w]}[command]
   if command == "tasks show" and cls == "B" and name == "no default_length":
     words = ["default_length"]
-  _refused(argv, words, str(tmp_path), monkeypatch, capsys)
+  refused(argv, words, str(tmp_path), monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("body,words", [
@@ -198,7 +198,7 @@ def test_a_task_broken_after_the_run_is_refused_by_every_command(row, command, t
 def test_tasks_show_with_a_broken_decode_is_one_line(body, words, tmp_path, monkeypatch,
                                                       capsys):
   (tmp_path / "t.py").write_text(variant(body))
-  line = _refused(["tasks", "show", f"{tmp_path}/t.py:B", "-n", "1"], words, str(tmp_path),
+  line = refused(["tasks", "show", f"{tmp_path}/t.py:B", "-n", "1"], words, str(tmp_path),
                   monkeypatch, capsys, samples=True)
   assert line.startswith("depthscale: error: task B:")
 
@@ -209,11 +209,11 @@ def test_task_options_not_a_dict_is_one_line(options, words, tmp_path, monkeypat
   study = tmp_path / "s.py"
   study.write_text("from depthscale import config\ndef get_config(arg=None):\n"
                    f"  c = config.load({SMOKE!r})\n  c.task_options = {options}\n  return c\n")
-  _refused(["run", "--config", str(study), "--workdir", str(tmp_path / "w"), "--no-progress"],
+  refused(["run", "--config", str(study), "--workdir", str(tmp_path / "w"), "--no-progress"],
            words, str(tmp_path), monkeypatch, capsys)
 
 
-def test_an_edited_task_file_under_trained_models_is_refused(tmp_path, monkeypatch, capsys):
+def test_an_edited_task_file_under_trained_models_isrefused(tmp_path, monkeypatch, capsys):
   path = tmp_path / "t.py"
   path.write_text(GOOD)
   w = _workdir_of(tmp_path, f"{path}:T")
@@ -226,7 +226,7 @@ def test_an_edited_task_file_under_trained_models_is_refused(tmp_path, monkeypat
   os.makedirs(os.path.join(w, "checkpoints", groups[0].id, "60"))  # a group has trained
   path.write_text(GOOD.replace("% 3, jnp.ones", "% 3 * 1, jnp.ones"))  # same API, new file
   tasks.sources._FILES.clear()
-  line = _refused(["run", "--workdir", w, "--no-progress", "--config", SMOKE,
+  line = refused(["run", "--workdir", w, "--no-progress", "--config", SMOKE,
                    f"--config.task={path}:T", "--config.task_options={}"],
                   [f"task {path} changed since workdir", "restore it, or use a new --workdir"],
                   str(tmp_path), monkeypatch, capsys)

@@ -141,34 +141,35 @@ def _gain(table: dict) -> float:
   return vals[-1] - vals[0] if len(vals) >= 2 else math.nan
 
 
-def _more_than_companion(ctx, c):
+def _companion_gains(ctx, c):
+  """(measured, mine, theirs) of a claim against companion run `c["companion"]`: the best
+  measure by axis of this study and of it, in words and as tables (None: not found)."""
   name, axis, measure = c["companion"], c.get("axis", "depth"), c.get("measure", "n_star")
   other = ctx["companions"].get(name)
   if other is None:
-    return f"companion run {name!r} not found (run the study to the end)", False
+    return f"companion run {name!r} not found (run the study to the end)", None, None
   mine, theirs = best_by(ctx["rows"], axis, measure), best_by(other, axis, measure)
-  g1, g2 = _gain(mine), _gain(theirs)
-  first = lambda t: next(iter(t.values()), math.nan)
-  ok = g1 > g2 and first(theirs) >= first(mine)
   cap = (lambda rs: at_full_length(rs, axis)) if measure == "n_star" else (lambda rs: "")
-  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain {_num(g1)}"
-          f"{cap(ctx['rows'])}); {name} {_listing(theirs, axis)} (gain {_num(g2)}"
-          f"{cap(other)})"), bool(ok)
+  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain "
+          f"{_num(_gain(mine))}{cap(ctx['rows'])}); {name} {_listing(theirs, axis)} (gain "
+          f"{_num(_gain(theirs))}{cap(other)})"), mine, theirs
+
+
+def _more_than_companion(ctx, c):
+  measured, mine, theirs = _companion_gains(ctx, c)
+  if mine is None:
+    return measured, False
+  first = lambda t: next(iter(t.values()), math.nan)
+  return measured, bool(_gain(mine) > _gain(theirs) and first(theirs) >= first(mine))
 
 
 def _both_improve(ctx, c):
-  """Both this study and companion `name` gain along `axis` (deepest minus shallowest
+  """Both this study and the companion gain along the axis (deepest minus shallowest
   best): each needs more of it for longer sequences at this scale."""
-  name, axis, measure = c["companion"], c.get("axis", "depth"), c.get("measure", "n_star")
-  other = ctx["companions"].get(name)
-  if other is None:
-    return f"companion run {name!r} not found (run the study to the end)", False
-  mine, theirs = best_by(ctx["rows"], axis, measure), best_by(other, axis, measure)
-  g1, g2 = _gain(mine), _gain(theirs)
-  cap = (lambda rs: at_full_length(rs, axis)) if measure == "n_star" else (lambda rs: "")
-  return (f"best {measure} by {axis}: this study {_listing(mine, axis)} (gain {_num(g1)}"
-          f"{cap(ctx['rows'])}); {name} {_listing(theirs, axis)} (gain {_num(g2)}"
-          f"{cap(other)})"), bool(g1 > 0 and g2 > 0)
+  measured, mine, theirs = _companion_gains(ctx, c)
+  if mine is None:
+    return measured, False
+  return measured, bool(_gain(mine) > 0 and _gain(theirs) > 0)
 
 
 def _beats_companion(ctx, c):
