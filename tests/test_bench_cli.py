@@ -82,3 +82,11 @@ def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys
       assert _positive(x), got
     assert f"engine {e['model_steps_per_s']:.1f} model-steps/s" in last
     assert f"ratio {got['engine_over_sequential']:.2f}" in last
+
+
+def test_a_preset_chunks_its_models_on_a_cpu_only():
+  """The medium preset's chunks of 2 are a CPU measurement; on an H200 they ran at 0.45x
+  of all models at once (BUILD_NOTES, the first GPU check), so elsewhere none."""
+  medium = shapes.PRESETS["medium"]
+  assert medium.models_per_chunk == 2
+  assert [medium.chunk_on(p) for p in ("cpu", "gpu", "tpu")] == [2, 0, 0]

@@ -87,8 +87,8 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
   p = check_preset(preset)
   shapes.check_dtype(dtype)
   n = shapes.check_models(models)
-  chunk = p.models_per_chunk if models_per_chunk is None else models_per_chunk
   devs = shapes.resolve_devices(devices, n)
+  chunk = p.chunk_on(devs[0].platform) if models_per_chunk is None else models_per_chunk
   task, specs = tasks.make(TASK, **TASK_OPTIONS), shapes.grid_specs(p, n)
   classes = task.output_dim(p.seq)
   flops = flops_per_model_step(p.depth, p.width, p.seq, p.batch, classes)

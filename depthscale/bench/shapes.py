@@ -24,7 +24,14 @@ class Preset:
   engine_k: int           # steps per engine dispatch (n of the program's loop); one per round
   sequential_steps: int   # steps per model in the sequential loop
   rounds: int             # each round: an engine dispatch, models/rounds models in turn, the peak
-  models_per_chunk: int = 0  # engine default (0 = all models vmapped at once); see BUILD_NOTES
+  models_per_chunk: int = 0  # engine default on a CPU (0 = all models vmapped at once)
+
+  def chunk_on(self, platform: str) -> int:
+    """The engine's default models per chunk on `platform`: the preset's own on a CPU, where
+    chunking was measured faster for width >= 64; all models at once on an accelerator,
+    where chunks of 2 left the medium preset at a third of the unchunked throughput
+    (BUILD_NOTES, the first GPU check)."""
+    return self.models_per_chunk if platform == "cpu" else 0
 
 
 PRESETS = {

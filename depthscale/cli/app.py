@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "device per core unless XLA_FLAGS sets a count)")
   bench_parser.add_argument("--models-per-chunk", type=int, default=None,
                             help="engine runs the vmapped step on this many models at a time "
-                                 "(0 = all; default: the preset's measured best)")
+                                 "(0 = all; default: the preset's CPU best on a CPU, all elsewhere)")
   bench_parser.add_argument("--models", type=int, default=None,
                             help=f"models in the grid (seeds x {len(bench_shapes.LRS)} learning "
                                  f"rates; default {bench_shapes.NUM_MODELS}; the GPU target "
