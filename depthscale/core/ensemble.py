@@ -115,4 +115,5 @@ def _init_padded(cfg: ModelConfig, shapes: tuple, keys):
 def stack_arch(specs, cfg: ModelConfig) -> Arch:
   """Arch [M, ...]: the per-model masks and true head sizes."""
   archs = [arch_for(cfg, s.depth, s.width, s.heads, s.repeats) for s in specs]
-  return jax.tree.map(lambda *xs: jnp.stack(xs), *archs)
+  # stacked on the host: no program compiled per leaf shape and model count
+  return jax.tree.map(lambda *xs: jnp.asarray(np.stack([np.asarray(x) for x in xs])), *archs)

@@ -8,6 +8,7 @@ A model whose loss or gradients turn non-finite is frozen; the others are untouc
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import flax.struct
 import jax
@@ -107,6 +108,13 @@ def optimizer(tcfg: TrainConfig) -> optax.GradientTransformation:
 
 
 def init_state(params_M, tcfg: TrainConfig) -> State:
+  """The training state at step 0 of params [M, ...]: one compiled program per (shapes,
+  tcfg), not an op per optimizer leaf (zeros and constants: the same bits either way)."""
+  return _init_state(params_M, tcfg)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _init_state(params_M, tcfg: TrainConfig) -> State:
   m = jax.tree.leaves(params_M)[0].shape[0]
   opt_state = jax.vmap(optimizer(tcfg).init)(params_M)
   return State(params=params_M, opt_state=opt_state, step=jnp.zeros((m,), jnp.int32),

@@ -72,14 +72,19 @@ def move(new: program.Program, state, hp, arch, holder, built):
   to = [p for p, i in enumerate(new_holder) if int(i) in old]
   src = [old[int(new_holder[p])] for p in to]
 
-  def merge(a, b):  # on device (typed PRNG keys have no host array)
-    if not to:
-      return a
-    return jax.device_put(a.at[np.asarray(to)].set(b[np.asarray(src)]), a.sharding)
-
-  state, hp, arch = (jax.tree.map(merge, n, o) for n, o in
-                     ((new.state, state), (new.hp, hp), (new.arch, arch)))
+  trees = (new.state, new.hp, new.arch)
+  if to:  # on device (typed PRNG keys have no host array), shardings kept
+    moved = _copy_rows(trees, (state, hp, arch), np.asarray(to), np.asarray(src))
+    trees = jax.tree.map(lambda m, a: jax.device_put(m, a.sharding), moved, trees)
+  state, hp, arch = trees
   return slots_lib.set_frozen(state, new_holder < 0), hp, arch, new_holder
+
+
+@jax.jit
+def _copy_rows(new, old, to, src):
+  """new with rows `to` of every leaf set to old's rows `src`: one program for the three
+  trees (op by op, each leaf's shape compiled its own)."""
+  return jax.tree.map(lambda a, b: a.at[to].set(b[src]), new, old)
 
 
 def pad_rows(tree, m0: int):

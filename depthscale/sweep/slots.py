@@ -103,7 +103,13 @@ def slot_shape(spec, layout: str):
 def _put(tree, one, j: int):
   """tree with slot j of every leaf set to the one model of `one`, shardings kept (the
   compiled program takes exactly these)."""
-  return jax.tree.map(lambda a, b: jax.device_put(a.at[j].set(b[0]), a.sharding), tree, one)
+  return jax.tree.map(lambda n, a: jax.device_put(n, a.sharding), _set_slot(tree, one, j), tree)
+
+
+@jax.jit
+def _set_slot(tree, one, j):
+  """One program for the whole tree (op by op, each leaf's shape compiled its own)."""
+  return jax.tree.map(lambda a, b: a.at[j].set(b[0]), tree, one)
 
 
 def put_inputs(hp, arch, j: int, spec, cfg):
