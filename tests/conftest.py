@@ -4,11 +4,16 @@ Numpy-style rank promotion is an error (as in nanodo); `reference_run` is one un
 single-process run of the quickstart smoke study split into 2 groups, which the
 multi-process, concurrent-launch and SLURM tests compare against.
 """
+import collections
 import csv
 import fcntl
+import glob
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 # Before JAX starts (here, and inherited by every `depthscale` process a test starts):
 # XLA compiles with most optimizations off (LLVM at -O0, no expensive passes). The suite's
@@ -21,6 +26,13 @@ import sys
 OPTIMIZE = os.environ.get("DEPTHSCALE_TEST_OPTIMIZE", "marked")
 SETTING = "jax_disable_most_optimizations"  # JAX's name for it, read at each compile
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0" if OPTIMIZE == "all" else "1"
+# And XLA's CPU fusion emitters off, in every test and every process a test starts: it
+# compiles the suite's float64 programs about 2-3x faster and changes their results at the
+# last bits only (1.6e-15 on the padded-equivalence program; BUILD_NOTES, Test suite),
+# alike on both sides of every comparison; the drift guard's tolerance is 1e-6.
+FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
+if OPTIMIZE != "all" and FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -141,3 +153,50 @@ def planned(c):
   from depthscale.sweep import plan, study
   s = study.resolve(c)
   return s.task, plan.make_plan(s)
+
+
+# Where each pytest process spends JAX's time (its own, not its subprocesses'): tracing,
+# lowering, and compiling or reading the persistent cache, summed over the run and printed
+# under the durations, so the next person sees whether the suite compiles or runs.
+JAX_TIME = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+            "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+            "/jax/core/compile/backend_compile_duration": "compile or cache read",
+            "/jax/compilation_cache/cache_retrieval_time_sec": "of which cache reads"}
+_jax_s, _jax_n = collections.Counter(), collections.Counter()
+
+
+def _on_jax_duration(event, secs, **_):
+  if event in JAX_TIME:
+    _jax_s[event] += secs
+    _jax_n[event] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_jax_duration)
+
+
+def pytest_configure(config):
+  if not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers inherit it
+    os.environ["DEPTHSCALE_TEST_JAX_TIME"] = tempfile.mkdtemp(prefix="jax-time-")
+
+
+def pytest_sessionfinish(session):
+  out = os.environ.get("DEPTHSCALE_TEST_JAX_TIME")
+  if out and os.path.isdir(out):
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+      json.dump({"s": _jax_s, "n": _jax_n}, f)
+
+
+def pytest_terminal_summary(terminalreporter):
+  out = os.environ.get("DEPTHSCALE_TEST_JAX_TIME")
+  s, n = collections.Counter(_jax_s), collections.Counter(_jax_n)
+  for path in glob.glob(os.path.join(out or "", "gw*.json")):
+    with open(path) as f:
+      got = json.load(f)
+    s.update(got["s"])
+    n.update(got["n"])
+  if out and not os.environ.get("PYTEST_XDIST_WORKER"):
+    shutil.rmtree(out, ignore_errors=True)
+  if s:
+    terminalreporter.write_line("JAX in the pytest processes (not their subprocesses): " + ", ".join(
+        f"{what} {s[e]:.0f} s ({n[e]})" for e, what in JAX_TIME.items()))

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import OPTIMIZE, SETTING
+from conftest import FAST_COMPILE, OPTIMIZE, SETTING
 from depthscale.core import compiled
 
 pytestmark = pytest.mark.skipif(OPTIMIZE != "marked", reason="DEPTHSCALE_TEST_OPTIMIZE set")
@@ -25,6 +25,13 @@ def _child_setting():
 def test_an_unmarked_test_compiles_with_most_optimizations_off():
   assert jax.config.values[SETTING] is True
   assert os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "1" and _child_setting() == "True"
+
+
+def test_every_test_and_its_processes_compile_without_the_fusion_emitters():
+  assert FAST_COMPILE in os.environ["XLA_FLAGS"].split()  # inherited by every subprocess
+  child = "import jax; jax.devices(); import os; print(os.environ['XLA_FLAGS'])"
+  p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True)
+  assert FAST_COMPILE in p.stdout.split()
 
 
 @pytest.mark.optimized
