@@ -224,3 +224,16 @@ def test_runs_ask_xla_for_reproducible_numbers(monkeypatch):
   finally:
     for k, v in before.items():
       jax.config.update(k, v)
+
+
+def test_a_bounded_jit_keeps_at_most_its_bound_of_executables():
+  """compiled.bounded: the init, the optimizer init and a slot's refill compile one
+  program per group shape; a worker with hundreds of groups must not keep them all (each
+  executable holds memory maps: BUILD_NOTES, Decisions)."""
+  from depthscale.core import compiled
+  fn = jax.jit(lambda x: x * 2.0)
+  for n in range(1, 8):
+    out = compiled.bounded(fn, keep=3)(jnp.ones((n,)))
+    assert fn._cache_size() <= 3
+    np.testing.assert_array_equal(out, np.full((n,), 2.0))
+  assert fn._cache_size() >= 1

@@ -35,6 +35,15 @@ class Compiled:
 _KEPT: collections.OrderedDict = collections.OrderedDict()
 
 
+def bounded(jitted, keep: int = 32):
+  """`jitted`, its executables dropped once it holds `keep` of them: each holds memory
+  maps, and a worker compiling one per group would otherwise grow past the kernel's limit
+  (BUILD_NOTES, Decisions: memory maps)."""
+  if jitted._cache_size() >= keep:
+    jitted.clear_cache()
+  return jitted
+
+
 def compile_lowered(lowered, devices) -> Compiled:
   """`lowered.compile()`, or the executable kept from an equal program on the same
   devices."""

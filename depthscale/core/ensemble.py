@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from depthscale.core import compiled
 from depthscale.model import Arch, ModelConfig, Transformer, arch_for
 
 
@@ -74,9 +75,7 @@ def init_params(specs, cfg: ModelConfig):
   are initialised by one vmapped init over their keys. One compiled program per (group
   shape, models' true shapes): a refill or a rerun of the same shapes reuses it."""
   keys = jnp.stack([init_key(s.seed) for s in specs])
-  if _init_padded._cache_size() >= KEEP_INITS:  # each executable holds memory maps
-    _init_padded.clear_cache()
-  return _init_padded(cfg, tuple(s.shape() for s in specs), keys)
+  return compiled.bounded(_init_padded, KEEP_INITS)(cfg, tuple(s.shape() for s in specs), keys)
 
 
 KEEP_INITS = 32  # compiled inits kept per process (a queue's refills reuse a few)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from depthscale.core import ensemble
+from depthscale.core import compiled, ensemble
 from depthscale.model import Arch, ModelConfig, Transformer, compact
 
 
@@ -110,7 +110,7 @@ def optimizer(tcfg: TrainConfig) -> optax.GradientTransformation:
 def init_state(params_M, tcfg: TrainConfig) -> State:
   """The training state at step 0 of params [M, ...]: one compiled program per (shapes,
   tcfg), not an op per optimizer leaf (zeros and constants: the same bits either way)."""
-  return _init_state(params_M, tcfg)
+  return compiled.bounded(_init_state)(params_M, tcfg)
 
 
 @functools.partial(jax.jit, static_argnums=1)

@@ -18,7 +18,7 @@ import math
 import jax
 import numpy as np
 
-from depthscale.core import program
+from depthscale.core import compiled, program
 from depthscale.sweep import slots as slots_lib
 
 MODES = ("auto", "never")  # train.rebuild: rebuild when it pays, or never (compile_steps)
@@ -74,7 +74,8 @@ def move(new: program.Program, state, hp, arch, holder, built):
 
   trees = (new.state, new.hp, new.arch)
   if to:  # on device (typed PRNG keys have no host array), shardings kept
-    moved = _copy_rows(trees, (state, hp, arch), np.asarray(to), np.asarray(src))
+    moved = compiled.bounded(_copy_rows)(trees, (state, hp, arch), np.asarray(to),
+                                         np.asarray(src))
     trees = jax.tree.map(lambda m, a: jax.device_put(m, a.sharding), moved, trees)
   state, hp, arch = trees
   return slots_lib.set_frozen(state, new_holder < 0), hp, arch, new_holder

@@ -16,7 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from depthscale.core import ensemble, train
+from depthscale.core import compiled, ensemble, train
 
 IDLE = -1
 PAST = -2  # a checkpointed holder beyond the current program's slots (sweep/resize.py)
@@ -103,7 +103,8 @@ def slot_shape(spec, layout: str):
 def _put(tree, one, j: int):
   """tree with slot j of every leaf set to the one model of `one`, shardings kept (the
   compiled program takes exactly these)."""
-  return jax.tree.map(lambda n, a: jax.device_put(n, a.sharding), _set_slot(tree, one, j), tree)
+  new = compiled.bounded(_set_slot)(tree, one, j)
+  return jax.tree.map(lambda n, a: jax.device_put(n, a.sharding), new, tree)
 
 
 @jax.jit
