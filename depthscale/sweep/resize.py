@@ -18,7 +18,7 @@ import math
 import jax
 import numpy as np
 
-from depthscale.core import compiled, program
+from depthscale.core import program
 from depthscale.sweep import slots as slots_lib
 
 MODES = ("auto", "never")  # train.rebuild: rebuild when it pays, or never (compile_steps)
@@ -73,19 +73,10 @@ def move(new: program.Program, state, hp, arch, holder, built):
   src = [old[int(new_holder[p])] for p in to]
 
   trees = (new.state, new.hp, new.arch)
-  if to:  # on device (typed PRNG keys have no host array), shardings kept
-    moved = compiled.bounded(_copy_rows)(trees, (state, hp, arch), np.asarray(to),
-                                         np.asarray(src))
-    trees = jax.tree.map(lambda m, a: jax.device_put(m, a.sharding), moved, trees)
+  if to:
+    trees = slots_lib.copy_rows(trees, (state, hp, arch), to, src)
   state, hp, arch = trees
   return slots_lib.set_frozen(state, new_holder < 0), hp, arch, new_holder
-
-
-@jax.jit
-def _copy_rows(new, old, to, src):
-  """new with rows `to` of every leaf set to old's rows `src`: one program for the three
-  trees (op by op, each leaf's shape compiled its own)."""
-  return jax.tree.map(lambda a, b: a.at[to].set(b[src]), new, old)
 
 
 def pad_rows(tree, m0: int):

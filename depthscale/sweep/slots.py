@@ -101,16 +101,22 @@ def slot_shape(spec, layout: str):
 
 
 def _put(tree, one, j: int):
-  """tree with slot j of every leaf set to the one model of `one`, shardings kept (the
-  compiled program takes exactly these)."""
-  new = compiled.bounded(_set_slot)(tree, one, j)
-  return jax.tree.map(lambda n, a: jax.device_put(n, a.sharding), new, tree)
+  """tree with slot j of every leaf set to the one model of `one`."""
+  return copy_rows(tree, one, [j], [0])
+
+
+def copy_rows(new, old, to, src):
+  """`new` with rows `to` of every leaf set to `old`'s rows `src`, on device (typed PRNG
+  keys have no host array) and with new's shardings kept (the compiled program takes
+  exactly these)."""
+  moved = compiled.bounded(_copy_rows)(new, old, np.asarray(to), np.asarray(src))
+  return jax.tree.map(lambda m, a: jax.device_put(m, a.sharding), moved, new)
 
 
 @jax.jit
-def _set_slot(tree, one, j):
+def _copy_rows(new, old, to, src):
   """One program for the whole tree (op by op, each leaf's shape compiled its own)."""
-  return jax.tree.map(lambda a, b: a.at[j].set(b[0]), tree, one)
+  return jax.tree.map(lambda a, b: a.at[to].set(b[src]), new, old)
 
 
 def put_inputs(hp, arch, j: int, spec, cfg):
