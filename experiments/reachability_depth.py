@@ -2,7 +2,9 @@
 #      (1-vs-2 cycles: :cycles; CPU scale: :cpu or :cycles,cpu; smoke: :smoke)
 """Graph reachability (Merrill & Sabharwal, Theorem 2): log-depth transformers decide
 it, fixed depth cannot as graphs grow. Random graphs with balanced labels, 8..64
-vertices, depths 1-8, width 128. Arg `cycles`: the 1-vs-2-cycle family instead.
+vertices, depths 1-8, width 128. Arg `cycles`: the 1-vs-2-cycle family instead;
+`vertices`: every vertex queried, each labelled reachable from s or not (n labels per
+graph instead of one); `distance`: "yes" pairs balanced over their distance from s.
 Measured per graph size (each model trains and is evaluated at one size): the accuracy
 of its decision, and per depth the largest size solved; the fit is depth against log2
 of that size. `cpu`: depths 1-4 x 2 seeds at width 32, 3 small sizes, 1000 steps: the
@@ -22,11 +24,16 @@ CLAIMS = [dict(kind="improves", axis="depth", measure="size_star",
 
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("cycles", "cpu", "smoke"))
+  args = config.study_args(arg, ("cycles", "vertices", "distance", "cpu", "smoke"),
+                           exclusive=(("cycles", "distance"), ("vertices", "distance")))
   c = config.defaults()
   family = "cycles" if "cycles" in args else "random"
   c.name = f"reachability_{family}_depth"
   c.task, c.task_options = "reachability", {"family": family}
+  if "vertices" in args:  # a label per vertex: n decisions per graph instead of one
+    c.name, c.task_options.query = c.name + "-vertices", "vertices"
+  if "distance" in args:  # "yes" pairs balanced over their distance
+    c.name, c.task_options.balance = c.name + "-distance", "distance"
   c.grid.update(dict(depth=[1, 2, 3, 4, 6, 8], width=[128], seed=[0, 1, 2], lr=[3e-4],
                      length=[8, 16, 32, 64], repeats=[1]))
   c.model.update(dict(heads=8, pos="learned", compute_dtype="bfloat16"))  # accelerator scale

@@ -86,6 +86,7 @@ ROWS = [
     ("threshold above 1", ["--config.eval.threshold=1.5"], ["eval.threshold", "(0, 1]"]),
     ("lr 0", ["--config.grid.lr=[0]"], ["grid.lr"]),
     ("negative lr", ["--config.grid.lr=[-0.001]"], ["grid.lr"]),
+    ("negative lr_width", ["--config.grid.lr_width=-64"], ["grid.lr_width", "int >= 1"]),
     ("width not divisible by heads", ["--config.grid.width=[31]"], ["grid.width", "divisible"]),
     ("empty grid axis", ["--config.grid.seed=[]"], ["grid.seed", "non-empty"]),
     ("length the task cannot sample", ["--config.grid.length=[0]"], ["grid.length"]),

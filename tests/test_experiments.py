@@ -10,7 +10,7 @@ from depthscale import config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = sorted(glob.glob(os.path.join(ROOT, "experiments", "*.py")))
-ARGS = {"retrieval_layers.py": ["ic", "nonic"], "reachability_depth.py": [None, "cycles"],
+ARGS = {"retrieval_layers.py": ["ic", "nonic"], "reachability_depth.py": [None, "cycles", "vertices", "distance"],
         "a5_depth.py": [None, "gen"], "a5_width.py": [None, "gen"],
         "looped_a5.py": [None, "gen"]}
 
@@ -61,3 +61,14 @@ def test_cpu_variant_has_an_axis_of_three_and_two_seeds_and_claims(path):
     assert c.report.claims and all({"kind", "claim", "paper"} <= set(x) for x in c.report.claims)
     for name, spec in c.report.companions.items():
       planned(config.load(spec))  # a companion study loads and plans too
+
+
+def test_lr_width_scales_each_models_rate_like_one_over_its_width():
+  """grid.lr_width=64: grid.lr is the rate at width 64; width w trains at lr * 64 / w."""
+  from depthscale.sweep import grid as grid_lib
+  c = config.load(os.path.join(ROOT, "experiments", "a5_width.py:cpu"),
+                  ["grid.lr_width=64", "grid.lr=[0.003, 0.001]"])
+  got = {(x.spec.width, x.spec.lr) for x in grid_lib.cells(c)}
+  assert got == {(w, lr * 64 / w) for w in (16, 32, 64, 128) for lr in (0.003, 0.001)}
+  assert {x.spec.lr for x in grid_lib.cells(config.load(
+      os.path.join(ROOT, "experiments", "a5_width.py:cpu")))} == {0.003}  # 0: off

@@ -79,6 +79,66 @@ def test_labels_match_bfs_and_are_balanced(family, directed, n):
       assert any(v == t for _, v in edges) or (not directed and any(u == t for u, _ in edges))
 
 
+def _distance(edges, directed, s, t):
+  """The shortest path's length from s to t by BFS (None: unreachable)."""
+  adj = collections.defaultdict(list)
+  for u, v in edges:
+    adj[u].append(v)
+    if not directed:
+      adj[v].append(u)
+  hops, queue = {s: 0}, collections.deque([s])
+  while queue:
+    u = queue.popleft()
+    for v in adj[u]:
+      if v not in hops:
+        hops[v] = hops[u] + 1
+        queue.append(v)
+  return hops.get(t)
+
+
+@pytest.mark.parametrize("family,directed,n", [("random", False, 8), ("random", True, 12),
+                                               ("cycles", False, 8)])
+def test_vertex_queries_label_every_vertex_as_bfs_does(family, directed, n):
+  """query='vertices': QUERY s, then each of the graph's n vertices once, each labelled
+  reachable from s by an independent BFS; only those n positions are scored."""
+  task = Reachability(family=family, directed=directed, query="vertices")
+  batch = jax.device_get(task.sample(jax.random.key(5), 500, n))
+  m, vocab = task.num_edges(n), task.options()["vocab"]
+  x_BxT, y_BxT, mask_BxT = (np.asarray(a) for a in (batch.inputs, batch.targets, batch.mask))
+  assert x_BxT.shape == (500, task.seq_len(n)) == (500, 3 * m + 2 + n)
+  assert np.all(x_BxT[:, 3 * m] == vocab + 1) and np.all(x_BxT[:, 2:3 * m:3] == vocab)
+  assert np.all(mask_BxT[:, -n:]) and not np.any(mask_BxT[:, :-n]) and not y_BxT[:, :-n].any()
+  for i in range(500):
+    ex = task.decode(batch, i)
+    edges, s = ex["edges"], ex["source"]
+    assert len(edges) == m and len(set(ex["vertices"])) == n
+    assert {u for e in edges for u in e} <= set(ex["vertices"]) and s in ex["vertices"]
+    assert ex["reachable"] == [_distance(edges, directed, s, v) is not None
+                               for v in ex["vertices"]]
+  rate = y_BxT[:, -n:].mean()
+  assert 0.2 < rate < 0.9, rate  # neither answer a constant
+
+
+def test_distance_balance_spreads_the_yes_pairs_over_distances():
+  """balance='distance' draws a 'yes' pair's distance first: far pairs are no longer rare
+  (label balance: measured 40% of them at distance 1, mean 2.1; distance balance: 24%,
+  mean 2.7); labels still match BFS and stay balanced."""
+  got = {}
+  for balance in ("label", "distance"):
+    task = Reachability(balance=balance)
+    batch = jax.device_get(task.sample(jax.random.key(1), 2000, 12))
+    hops = []
+    for i in range(2000):
+      ex = task.decode(batch, i)
+      d = _distance(ex["edges"], False, ex["source"], ex["target"])
+      assert ex["reachable"] == (d is not None)
+      hops += [d] if d is not None else []
+    assert 0.45 < len(hops) / 2000 < 0.55
+    got[balance] = np.asarray(hops)
+  assert (got["distance"] == 1).mean() < 0.3 and (got["label"] == 1).mean() > 0.33
+  assert got["distance"].mean() > got["label"].mean() + 0.3
+
+
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("n", [6, 16, 32])
 def test_cycles_structure(directed, n):
@@ -119,7 +179,7 @@ def test_attributes():
   assert task.default_length == 16 and task.output_dim(16) == 2
   assert task.num_edges(16) == 11 and Reachability(directed=True).num_edges(16) == 22
   assert task.options() == {"family": "random", "directed": False, "vocab": 128,
-                            "edges_per_vertex": 0.7}
+                            "edges_per_vertex": 0.7, "query": "pair", "balance": "label"}
   assert Reachability(family="cycles").seq_len(16) == 51
   assert Reachability(edges_per_vertex=2).num_edges(10) == 20
 
@@ -146,6 +206,8 @@ def test_jit_vmap_determinism(family):
     {"colour": 1}, {"family": "tree"}, {"directed": 1}, {"vocab": 3}, {"vocab": True},
     {"vocab": 16.0}, {"edges_per_vertex": -1.0}, {"edges_per_vertex": "many"},
     {"edges_per_vertex": float("nan")}, {"family": "cycles", "edges_per_vertex": 1.0},
+    {"query": "all"}, {"balance": "hops"}, {"balance": "distance", "family": "cycles"},
+    {"balance": "distance", "query": "vertices"},
 ])
 def test_bad_options(options):
   with pytest.raises(ValueError) as info:

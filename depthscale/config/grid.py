@@ -21,6 +21,10 @@ def add(c: ml_collections.ConfigDict) -> None:
   c.task_digest = ""  # set by `run` in config.json: the task's source (tasks.digest)
   c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
                                           length=[16], repeats=[1]))
+  # > 0: each grid.lr is the rate at this width, and a model of width w trains at
+  # lr * lr_width / w (Adam's rate scaled like 1/width, as muP-style recipes do), so a
+  # width sweep does not give its widest models a rate tuned for its narrowest; 0: off
+  c.grid.lr_width = 0
 
 
 def make_task(c):
@@ -48,6 +52,9 @@ def check(c) -> tuple[list[int], list[int]]:
       raise ConfigError(f"grid.lr: {v!r} is not a positive finite number")
   if len(set(lrs)) != len(lrs):
     raise ConfigError(f"grid.lr: {list(lrs)} lists a value twice; give each once")
+  base = c.grid.get("lr_width", 0)
+  if isinstance(base, bool) or not isinstance(base, int) or base < 0:
+    raise ConfigError(f"grid.lr_width: {base!r} is not a width (an int >= 1) or 0 (off)")
   return widths, lengths
 
 

@@ -24,13 +24,16 @@ class Cell:
 
 
 def cells(c) -> list[Cell]:
-  """The grid's cross product (length, depth, repeats, width, lr, seed)."""
+  """The grid's cross product (length, depth, repeats, width, lr, seed); with
+  grid.lr_width, each lr is scaled to the model's width (config/grid.py)."""
   g, t = c.grid, c.train
+  base = g.get("lr_width", 0)
   out = []
   for n, d, r, w, lr, seed in itertools.product(g.length, g.depth, g.repeats, g.width,
                                                 g.lr, g.seed):
     heads = w // c.model.head_dim if c.model.get("head_dim") else c.model.heads
-    spec = ModelSpec(depth=d, width=w, heads=heads, seed=seed, lr=float(lr),
+    lr = float(lr) * base / w if base else float(lr)
+    spec = ModelSpec(depth=d, width=w, heads=heads, seed=seed, lr=lr,
                      weight_decay=float(t.weight_decay), warmup=int(t.warmup), repeats=r)
     out.append(Cell(spec, n))
   keys = [x.key for x in out]

@@ -29,12 +29,28 @@ _VALID = {
     "directed": "bool, default False; for 'cycles' the cycles are directed",
     "vocab": "int >= 4, default 128; vertex labels are drawn injectively from [0, vocab)",
     "edges_per_vertex": "float > 0, only for family='random'; default 0.7 undirected, 1.4 directed",
+    "query": "'pair' (default: is t reachable from s, one decision per graph) or 'vertices' "
+             "(every vertex after s, each labelled reachable from s or not)",
+    "balance": "'label' (default: y ~ Bernoulli(1/2)) or 'distance' (family='random', "
+               "query='pair': a reachable pair at a distance drawn uniformly among those "
+               "its graph has)",
 }
 
 
 def _pick(u_N: jax.Array, mask_N: jax.Array) -> jax.Array:
   """Index drawn uniformly (by uniforms u_N) among the True entries of `mask_N` (0 if none)."""
   return jnp.argmax(jnp.where(mask_N, u_N, -1.0)).astype(jnp.int32)
+
+
+def _hops(adj_NxN: jax.Array, n: int) -> jax.Array:
+  """int32 [n, n]: the shortest path's length from each vertex to each (1 for an edge; n
+  where unreachable; a vertex reaches itself only through a cycle back to it)."""
+  seen_NxN = adj_NxN > 0
+  hops_NxN = jnp.where(seen_NxN, 1, n)
+  for k in range(2, n):
+    seen_NxN = seen_NxN | ((seen_NxN.astype(jnp.float32) @ adj_NxN) > 0)
+    hops_NxN = jnp.where(seen_NxN & (hops_NxN == n), k, hops_NxN)
+  return hops_NxN.astype(jnp.int32)
 
 
 def _reach(adj_NxN: jax.Array, n: int) -> jax.Array:
@@ -61,6 +77,14 @@ class Reachability(base.Task):
   defaults). Undirected edges are written in a random orientation.
   family="cycles": one n-cycle or two n/2-cycles with prob 1/2 each (n even >= 4), m = n;
   one cycle: t uniform != s (reachable); two cycles: t uniform in the other cycle (not).
+
+  query="vertices": after the edges, "QUERY s" and then every vertex once, in random
+  order, each with its own target (1: reachable from s, s itself included), so a graph
+  gives n labels instead of one (T = 3m + 2 + n); s is drawn as for a "yes" pair.
+  balance="distance" (random family, pair query): a "yes" pair is drawn by first drawing
+  a distance uniformly among the shortest-path distances its graph's allowed pairs have,
+  then (s, t) among the pairs at it; uniform pairs make far targets rare (Saparov et al.
+  2024, "Transformers Struggle to Learn to Search", found this balance decisive).
   """
 
   def __init__(self, **options):
@@ -78,6 +102,14 @@ class Reachability(base.Task):
     if family == "cycles" and epv is not None:
       raise UserError("reachability: edges_per_vertex is only valid with family='random' "
                        "(cycles always have n edges)")
+    query, balance = options.get("query", "pair"), options.get("balance", "label")
+    if query not in ("pair", "vertices"):
+      raise UserError(f"reachability: query must be 'pair' or 'vertices', got {query!r}")
+    if balance not in ("label", "distance"):
+      raise UserError(f"reachability: balance must be 'label' or 'distance', got {balance!r}")
+    if balance == "distance" and (family != "random" or query != "pair"):
+      raise UserError("reachability: balance='distance' needs family='random' and "
+                      "query='pair'")
     if family == "random":
       epv = DEFAULT_EDGES_PER_VERTEX[directed] if epv is None else epv
       if (not isinstance(epv, (int, float)) or isinstance(epv, bool) or not math.isfinite(epv)
@@ -86,7 +118,7 @@ class Reachability(base.Task):
       epv = float(epv)
     self.scaled_by = "size"  # one decision per example: n* would be 0 or 1
     self._options = {"family": family, "directed": directed, "vocab": vocab,
-                     "edges_per_vertex": epv}
+                     "edges_per_vertex": epv, "query": query, "balance": balance}
     self.name = "reachability"
     self.loss = "xent"
     self.input_vocab = vocab + 2
@@ -124,11 +156,19 @@ class Reachability(base.Task):
     return 2
 
   def seq_len(self, length: int) -> int:
+    if self._options["query"] == "vertices":
+      return 3 * self.num_edges(length) + 2 + length
     return 3 * self.num_edges(length) + 3
 
+  def uniforms(self, n: int) -> int:
+    """How many uniforms one attempt of the random family draws."""
+    pairs = n * (n - 1) // (1 if self._options["directed"] else 2)
+    return pairs + self.num_edges(n) + (3 if self._options["balance"] == "distance" else 2) * n
+
   def _attempt(self, u_U: jax.Array, n: int, y: jax.Array):
-    """One graph from uniforms u_U: (edges_Mx2, s, t, ok) with reach(s, t) == y if ok, else
-    (s, t) for label 1 (the fallback). m distinct edges, uniform among such graphs."""
+    """One graph from uniforms u_U: (edges_Mx2, s, t, ok, reach row of s) with reach(s, t)
+    == y if ok, else (s, t) for label 1 (the fallback). m distinct edges, uniform among
+    such graphs."""
     directed = self._options["directed"]
     m = self.num_edges(n)
     u_P, v_P = np.nonzero(~np.eye(n, dtype=bool) if directed else np.triu(np.ones((n, n), bool), 1))
@@ -144,39 +184,48 @@ class Reachability(base.Task):
     reach_NxN = _reach(adj_NxN, n)
     has_out_N, has_in_N = adj_NxN.max(1) > 0, adj_NxN.max(0) > 0
     allowed_NxN = has_out_N[:, None] & has_in_N[None, :] & ~jnp.eye(n, dtype=bool)
-    u_2xN = u_U[p + m:].reshape(2, n)
+    u_RxN = u_U[p + m:].reshape(-1, n)  # rows: s, t (and the distance)
     valid_NxN = allowed_NxN & (reach_NxN == y)
     ok = valid_NxN.any()
     valid_NxN = jnp.where(ok, valid_NxN, allowed_NxN & reach_NxN)  # label 1 always exists
-    s = _pick(u_2xN[0], valid_NxN.any(1))
-    return edges_Mx2, s, _pick(u_2xN[1], valid_NxN[s]), ok
+    if self._options["balance"] == "distance":  # for a "yes": a distance first
+      hops_NxN = _hops(adj_NxN, n)
+      at_N = jnp.arange(n)
+      present_N = (valid_NxN[None] & (hops_NxN[None] == at_N[:, None, None])).any((1, 2))
+      d = _pick(u_RxN[2], present_N)
+      valid_NxN = jnp.where(y, valid_NxN & (hops_NxN == d), valid_NxN)
+    s = _pick(u_RxN[0], valid_NxN.any(1))
+    targets_N = valid_NxN[s]
+    return edges_Mx2, s, _pick(u_RxN[1], targets_N), ok, reach_NxN[s]
 
   def _random(self, keys_A: jax.Array, y_B: jax.Array, n: int):
     """Batched rejection sampling: redraw the graphs of examples whose label y is impossible.
-    keys_A: one key per attempt. Returns (edges_BxMx2, s_B, t_B, reachable_B)."""
-    batch_size, m = y_B.shape[0], self.num_edges(n)
-    u = n * (n - 1) // (1 if self._options["directed"] else 2) + m + 2 * n  # uniforms/attempt
+    keys_A: one key per attempt. Returns (edges_BxMx2, s_B, t_B, reachable_B, the reach
+    row of each s_B: [B, n])."""
+    batch_size, m, u = y_B.shape[0], self.num_edges(n), self.uniforms(n)
     attempt = jax.vmap(lambda u_U, y: self._attempt(u_U, n, y))
 
     def cond(carry):
       return (carry[0] < MAX_ATTEMPTS) & ~carry[1].all()
 
     def body(carry):
-      i, done_B, edges_BxMx2, s_B, t_B, label_B = carry
+      i, done_B, edges_BxMx2, s_B, t_B, label_B, row_BxN = carry
       u_BxU = jax.random.uniform(keys_A[i], (batch_size * u,))
-      edges_new, s_new, t_new, ok_B = attempt(u_BxU.reshape(batch_size, u), y_B)
+      edges_new, s_new, t_new, ok_B, row_new = attempt(u_BxU.reshape(batch_size, u), y_B)
       take_B = ~done_B & (ok_B | (i == MAX_ATTEMPTS - 1))
       return (i + 1, done_B | take_B, jnp.where(take_B[:, None, None], edges_new, edges_BxMx2),
               jnp.where(take_B, s_new, s_B), jnp.where(take_B, t_new, t_B),
-              jnp.where(take_B, y_B | ~ok_B, label_B))
+              jnp.where(take_B, y_B | ~ok_B, label_B),
+              jnp.where(take_B[:, None], row_new, row_BxN))
 
     zero_B = jnp.zeros((batch_size,), jnp.int32)
     init = (jnp.int32(0), jnp.zeros((batch_size,), bool), jnp.zeros((batch_size, m, 2), jnp.int32),
-            zero_B, zero_B, y_B)
+            zero_B, zero_B, y_B, jnp.zeros((batch_size, n), bool))
     return jax.lax.while_loop(cond, body, init)[2:]
 
   def _cycles(self, u_BxU: jax.Array, n: int):
-    """(edges_BxMx2, s_B, t_B, reachable_B) for one n-cycle or two n/2-cycles; U = 2n + 3."""
+    """(edges_BxMx2, s_B, t_B, reachable_B, s_B's reach row) for one n-cycle or two
+    n/2-cycles; U = 2n + 3."""
     h = n // 2
     i_N = np.arange(n)
     one_Nx2 = jnp.asarray(np.stack([i_N, (i_N + 1) % n], 1), jnp.int32)
@@ -193,7 +242,8 @@ class Reachability(base.Task):
     r_B = u_BxU[:, -1]
     t_one_B = (s_B + 1 + jnp.minimum((r_B * (n - 1)).astype(jnp.int32), n - 2)) % n
     t_two_B = jnp.where(s_B < h, h, 0) + jnp.minimum((r_B * h).astype(jnp.int32), h - 1)
-    return edges_BxMx2, s_B, jnp.where(one_B, t_one_B, t_two_B), one_B
+    row_BxN = one_B[:, None] | ((i_N[None, :] < h) == (s_B[:, None] < h))  # s's cycle
+    return edges_BxMx2, s_B, jnp.where(one_B, t_one_B, t_two_B), one_B, row_BxN
 
   def _sample(self, key: jax.Array, batch_size: int, length: int) -> base.Batch:
     n, vocab = length, self._options["vocab"]
@@ -201,11 +251,16 @@ class Reachability(base.Task):
     if self._options["family"] == "cycles":
       u = vocab + 2 * n + 3
       u_BxU = jax.random.uniform(key, (batch_size * u,)).reshape(batch_size, u)
-      edges_BxMx2, s_B, t_B, reach_B = self._cycles(u_BxU[:, vocab:], n)
+      edges_BxMx2, s_B, t_B, reach_B, row_BxN = self._cycles(u_BxU[:, vocab:], n)
     else:
       keys_A = jax.random.split(key, MAX_ATTEMPTS + 1)
       u_BxU = jax.random.uniform(keys_A[0], (batch_size * (vocab + 1),)).reshape(batch_size, -1)
-      edges_BxMx2, s_B, t_B, reach_B = self._random(keys_A[1:], u_BxU[:, vocab] < 0.5, n)
+      y_B = u_BxU[:, vocab] < 0.5
+      if self._options["query"] == "vertices":  # s as for a "yes": it reaches some t
+        y_B = jnp.ones_like(y_B)
+      edges_BxMx2, s_B, t_B, reach_B, row_BxN = self._random(keys_A[1:], y_B, n)
+    if self._options["query"] == "vertices":
+      return self._vertices(key, u_BxU[:, :vocab], edges_BxMx2, s_B, row_BxN, n)
     u_BxV = u_BxU[:, :vocab]
     label_BxN = jax.lax.top_k(u_BxV, n)[1].astype(jnp.int32)  # random injective labelling
     m = edges_BxMx2.shape[1]
@@ -223,12 +278,37 @@ class Reachability(base.Task):
     mask_BxT = jnp.broadcast_to(last_T[None, :], (batch_size, t))
     return base.Batch(inputs=x_BxT, targets=targets_BxT.astype(jnp.int32), mask=mask_BxT)
 
+  def _vertices(self, key, u_BxV, edges_BxMx2, s_B, row_BxN, n: int) -> base.Batch:
+    """query="vertices": edges, QUERY s, then the n vertices in random order, each labelled
+    reachable from s (1) or not."""
+    batch_size, m = s_B.shape[0], edges_BxMx2.shape[1]
+    label_BxN = jax.lax.top_k(u_BxV, n)[1].astype(jnp.int32)  # random injective labelling
+    tok_BxMx2 = jnp.take_along_axis(label_BxN, edges_BxMx2.reshape(batch_size, 2 * m), axis=1)
+    sep_BxMx1 = jnp.full((batch_size, m, 1), self.edge_token, jnp.int32)
+    edge_BxE = jnp.concatenate([tok_BxMx2.reshape(batch_size, m, 2), sep_BxMx1], 2)
+    s_lab_B = jnp.take_along_axis(label_BxN, s_B[:, None], axis=1)[:, 0]
+    order_BxN = jnp.argsort(jax.random.uniform(jax.random.fold_in(key, 1), (batch_size, n)), 1)
+    asked_BxN = jnp.take_along_axis(label_BxN, order_BxN, axis=1)
+    answer_BxN = jnp.take_along_axis(row_BxN, order_BxN, axis=1).astype(jnp.int32)
+    head_Bx2 = jnp.stack([jnp.full((batch_size,), self.query_token, jnp.int32), s_lab_B], 1)
+    x_BxT = jnp.concatenate([edge_BxE.reshape(batch_size, 3 * m), head_Bx2, asked_BxN], 1)
+    zeros_BxH = jnp.zeros((batch_size, 3 * m + 2), jnp.int32)
+    targets_BxT = jnp.concatenate([zeros_BxH, answer_BxN], 1)
+    mask_BxT = jnp.concatenate([zeros_BxH.astype(bool), jnp.ones((batch_size, n), bool)], 1)
+    return base.Batch(inputs=x_BxT, targets=targets_BxT, mask=mask_BxT)
+
   def sample(self, key: jax.Array, batch_size: int, length: int) -> base.Batch:
     self.check_length(length)
     return self._sample_jit(key, batch_size, length)
 
   def decode(self, batch: base.Batch, i: int) -> dict[str, Any]:
     x_T = np.asarray(batch.inputs[i]).tolist()
+    if self._options["query"] == "vertices":
+      q = x_T.index(self.query_token)
+      edges = [(x_T[j], x_T[j + 1]) for j in range(0, q, 3)]
+      return {"edges": edges, "directed": self._options["directed"], "source": x_T[q + 1],
+              "vertices": x_T[q + 2:],
+              "reachable": [bool(v) for v in np.asarray(batch.targets[i])[q + 2:]]}
     edges = [(x_T[j], x_T[j + 1]) for j in range(0, len(x_T) - 3, 3)]
     return {"edges": edges, "directed": self._options["directed"], "source": x_T[-2],
             "target": x_T[-1], "reachable": bool(np.asarray(batch.targets[i])[-1])}
