@@ -43,6 +43,13 @@ def control_claim(name: str, group: str, kind: str) -> dict:
                     "(fixed depth suffices)")
 
 
+def control_solved_claim(name: str, group: str) -> dict:
+  return dict(kind="at_least_companion", companion=name, axis="depth", measure="n_star",
+              claim=f"the control {group} is solved at least as far as A5 at every depth "
+                    "(median n* over seeds): a control that fails at random carries no contrast",
+              paper=f"{group} is in TC0: a fixed depth suffices at every length")
+
+
 SOLVABLE_CLAIM = dict(
     kind="both_improve", companion="solvable", axis="depth", measure="n_star",
     claim="the solvable A4 x Z5 needs depth at this scale too: its best n* rises with "
@@ -89,5 +96,6 @@ def get_config(arg=None):
       c.report.companions = {"control": f"{__file__}:control,cpu{smoke}",
                              "solvable": f"{__file__}:solvable,cpu{smoke}"}
       c.report.claims = list(CLAIMS) + [control_claim("control", "Z60", "abelian"),
+                                        control_solved_claim("control", "Z60"),
                                         SOLVABLE_CLAIM]
   return config.smoke(c) if "smoke" in args else c

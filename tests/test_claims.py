@@ -58,6 +58,14 @@ def test_claim_kinds_on_made_up_rows():
   assert not _check(both, rows, companions={"solvable": control})["holds"]  # 6 and 0
   assert not _check(both, control, companions={"solvable": rows})["holds"]  # 0 and 6
   assert "gain 6" in _check(both, rows, companions={"solvable": rows})["measured"]
+  # medians by depth: rows 2.5, 4.5, 8.5, 5.5; the control 9 at every depth
+  least = dict(kind="at_least_companion", companion="control")
+  got = _check(least, rows, companions={"control": control})
+  assert got["holds"] and "depth 1: 2.5, depth 2: 4.5" in got["measured"]
+  assert not _check(least, control, companions={"control": rows})["holds"]  # 2.5 < 9
+  one_off = [dict(r, n_star=8) if r["depth"] == 3 else r for r in control]  # 8 < 8.5
+  assert not _check(least, rows, companions={"control": one_off})["holds"]
+  assert not _check(least, rows, companions={"control": control[:2]})["holds"]  # no depth 3
   beats = dict(kind="beats_companion", companion="c", companion_where={"depth": 1})
   assert _check(beats, rows, companions={"c": [_row(depth=1, n_star=8)]})["holds"]  # 9 > 8
   assert not _check(beats, rows, companions={"c": [_row(depth=1, n_star=9)]})["holds"]
@@ -284,6 +292,12 @@ def test_a5_over_generators_beside_its_controls(tmp_path):
   expect = gain(mine) > gain(theirs) and theirs[1] >= mine[1]
   assert claim["holds"] == expect, (mine, theirs, claim)
   assert f"gain {gain(theirs)}" in claim["measured"]
+  median = lambda rs: {d: float(np.median([int(r["n_star"]) for r in rs if int(r["depth"]) == d]))
+                       for d in sorted({int(r["depth"]) for r in rs})}
+  claim = next(c for c in checked if "Z60 is solved at least as far as A5" in c["claim"])
+  mine, theirs = median(rows), median(others["control"])
+  assert claim["holds"] == all(theirs[d] >= mine[d] for d in mine), (mine, theirs, claim)
+  assert f"depth 1: {mine[1]:.3g}" in claim["measured"]
   # the solvable control as the literature reports it: it needs depth too (both rise)
   theirs = best(others["solvable"])
   claim = next(c for c in checked if "A4 x Z5 needs depth at this scale too" in c["claim"])
@@ -324,4 +338,5 @@ def test_each_claim_kind_holds_and_fails_on_rows_worked_out_here():
   assert not _check(slope, rows, fit={})["holds"]                # no depth fit at all
   assert set(claims.KINDS) == {"loss_above", "loss_below", "partials_in_order", "improves",
                                "khop_bound", "fit_slope_positive", "more_than_companion",
-                               "beats_companion", "both_improve"}  # a new kind needs rows here too
+                               "beats_companion", "both_improve",
+                               "at_least_companion"}  # a new kind needs rows here too

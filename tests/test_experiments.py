@@ -64,11 +64,13 @@ def test_cpu_variant_has_an_axis_of_three_and_two_seeds_and_claims(path):
 
 
 def test_lr_width_scales_each_models_rate_like_one_over_its_width():
-  """grid.lr_width=64: grid.lr is the rate at width 64; width w trains at lr * 64 / w."""
+  """grid.lr_width=32: grid.lr is the rate at width 32; width w trains at lr * 32 / w
+  (a5_width.py:cpu sets 64)."""
   from depthscale.sweep import grid as grid_lib
-  c = config.load(os.path.join(ROOT, "experiments", "a5_width.py:cpu"),
-                  ["grid.lr_width=64", "grid.lr=[0.003, 0.001]"])
+  path = os.path.join(ROOT, "experiments", "a5_width.py:cpu")
+  c = config.load(path, ["grid.lr_width=32", "grid.lr=[0.003, 0.001]"])
   got = {(x.spec.width, x.spec.lr) for x in grid_lib.cells(c)}
-  assert got == {(w, lr * 64 / w) for w in (16, 32, 64, 128) for lr in (0.003, 0.001)}
-  assert {x.spec.lr for x in grid_lib.cells(config.load(
-      os.path.join(ROOT, "experiments", "a5_width.py:cpu")))} == {0.003}  # 0: off
+  assert got == {(w, lr * 32 / w) for w in (16, 32, 64, 128) for lr in (0.003, 0.001)}
+  assert {x.spec.lr for x in grid_lib.cells(config.load(path))} == {0.012, 0.006, 0.003,
+                                                                     0.0015}
+  assert {x.spec.lr for x in grid_lib.cells(config.load(path, ["grid.lr_width=0"]))} == {0.003}

@@ -7,6 +7,7 @@ config says which checks its paper's claims are and with what numbers. Never imp
 from __future__ import annotations
 
 import math
+import statistics
 
 from depthscale.report import fits
 
@@ -28,6 +29,15 @@ def best_by(rows, axis: str, measure: str, where=None) -> dict:
     a = r.get(axis)
     out[a] = r[measure] if a not in out else pick(out[a], r[measure])
   return dict(sorted(out.items()))
+
+
+def median_by(rows, axis: str, measure: str) -> dict:
+  """{axis value: the median `measure` over the rows at it (its seeds)}."""
+  out: dict = {}
+  for r in rows:
+    if r.get(measure) is not None:
+      out.setdefault(r.get(axis), []).append(r[measure])
+  return {a: float(statistics.median(v)) for a, v in sorted(out.items())}
 
 
 def _listing(table: dict, axis: str) -> str:
@@ -172,6 +182,19 @@ def _both_improve(ctx, c):
   return measured, bool(_gain(mine) > 0 and _gain(theirs) > 0)
 
 
+def _at_least_companion(ctx, c):
+  """The companion is solved at least as far as this study at every value of `axis`, by
+  the median over seeds (a control that fails at random on some seeds does not hold)."""
+  name, axis, measure = c["companion"], c.get("axis", "depth"), c.get("measure", "n_star")
+  other = ctx["companions"].get(name)
+  if other is None:
+    return f"companion run {name!r} not found (run the study to the end)", False
+  mine, theirs = median_by(ctx["rows"], axis, measure), median_by(other, axis, measure)
+  ok = bool(mine) and set(mine) <= set(theirs) and all(theirs[a] >= v for a, v in mine.items())
+  return (f"median {measure} by {axis}: this study {_listing(mine, axis)}; {name} "
+          f"{_listing(theirs, axis)}"), ok
+
+
 def _beats_companion(ctx, c):
   name, measure = c["companion"], c.get("measure", "n_star")
   other = ctx["companions"].get(name)
@@ -191,7 +214,7 @@ KINDS = {"loss_above": _loss_above, "loss_below": _loss_below,
          "partials_in_order": _partials_in_order, "improves": _improves, "khop_bound": _khop_bound,
          "fit_slope_positive": _fit_slope_positive,
          "more_than_companion": _more_than_companion, "beats_companion": _beats_companion,
-         "both_improve": _both_improve}
+         "both_improve": _both_improve, "at_least_companion": _at_least_companion}
 
 
 PARTIAL_SOLVED = 0.5  # a chain position is solved when its held-out partial loss is below
@@ -212,7 +235,7 @@ def positions_solved(row: dict, below: float = PARTIAL_SOLVED) -> int | None:
 REQUIRED = {"loss_above": ("value",), "loss_below": ("value",), "partials_in_order": (),
             "improves": ("axis",), "khop_bound": ("k_max",), "fit_slope_positive": ("axis",),
             "more_than_companion": ("companion",), "beats_companion": ("companion",),
-            "both_improve": ("companion",)}
+            "both_improve": ("companion",), "at_least_companion": ("companion",)}
 
 
 def check_spec(claims, companions) -> None:
