@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from depthscale.tasks import base
+from depthscale.tasks import base, graphs
 from depthscale.errors import UserError
 
 # Default edges per vertex for family="random": m(n) = round(e * n). These sit just above the
@@ -35,30 +35,6 @@ _VALID = {
                "query='pair': a reachable pair at a distance drawn uniformly among those "
                "its graph has)",
 }
-
-
-def _pick(u_N: jax.Array, mask_N: jax.Array) -> jax.Array:
-  """Index drawn uniformly (by uniforms u_N) among the True entries of `mask_N` (0 if none)."""
-  return jnp.argmax(jnp.where(mask_N, u_N, -1.0)).astype(jnp.int32)
-
-
-def _hops(adj_NxN: jax.Array, n: int) -> jax.Array:
-  """int32 [n, n]: the shortest path's length from each vertex to each (1 for an edge; n
-  where unreachable; a vertex reaches itself only through a cycle back to it)."""
-  seen_NxN = adj_NxN > 0
-  hops_NxN = jnp.where(seen_NxN, 1, n)
-  for k in range(2, n):
-    seen_NxN = seen_NxN | ((seen_NxN.astype(jnp.float32) @ adj_NxN) > 0)
-    hops_NxN = jnp.where(seen_NxN & (hops_NxN == n), k, hops_NxN)
-  return hops_NxN.astype(jnp.int32)
-
-
-def _reach(adj_NxN: jax.Array, n: int) -> jax.Array:
-  """Transitive-reflexive closure by repeated squaring: ceil(log2(n - 1)) float matmuls."""
-  r_NxN = jnp.maximum(adj_NxN, jnp.eye(n, dtype=jnp.float32))
-  for _ in range(max(1, math.ceil(math.log2(max(n - 1, 2))))):
-    r_NxN = (r_NxN @ r_NxN > 0).astype(jnp.float32)
-  return r_NxN > 0
 
 
 class Reachability(base.Task):
@@ -181,7 +157,7 @@ class Reachability(base.Task):
     adj_NxN = jnp.zeros((n, n), jnp.float32).at[edges_Mx2[:, 0], edges_Mx2[:, 1]].set(1.0)
     if not directed:
       adj_NxN = jnp.maximum(adj_NxN, adj_NxN.T)
-    reach_NxN = _reach(adj_NxN, n)
+    reach_NxN = graphs.reach(adj_NxN, n)
     has_out_N, has_in_N = adj_NxN.max(1) > 0, adj_NxN.max(0) > 0
     allowed_NxN = has_out_N[:, None] & has_in_N[None, :] & ~jnp.eye(n, dtype=bool)
     u_RxN = u_U[p + m:].reshape(-1, n)  # rows: s, t (and the distance)
@@ -189,14 +165,14 @@ class Reachability(base.Task):
     ok = valid_NxN.any()
     valid_NxN = jnp.where(ok, valid_NxN, allowed_NxN & reach_NxN)  # label 1 always exists
     if self._options["balance"] == "distance":  # for a "yes": a distance first
-      hops_NxN = _hops(adj_NxN, n)
+      hops_NxN = graphs.hops(adj_NxN, n)
       at_N = jnp.arange(n)
       present_N = (valid_NxN[None] & (hops_NxN[None] == at_N[:, None, None])).any((1, 2))
-      d = _pick(u_RxN[2], present_N)
+      d = graphs.pick(u_RxN[2], present_N)
       valid_NxN = jnp.where(y, valid_NxN & (hops_NxN == d), valid_NxN)
-    s = _pick(u_RxN[0], valid_NxN.any(1))
+    s = graphs.pick(u_RxN[0], valid_NxN.any(1))
     targets_N = valid_NxN[s]
-    return edges_Mx2, s, _pick(u_RxN[1], targets_N), ok, reach_NxN[s]
+    return edges_Mx2, s, graphs.pick(u_RxN[1], targets_N), ok, reach_NxN[s]
 
   def _random(self, keys_A: jax.Array, y_B: jax.Array, n: int):
     """Batched rejection sampling: redraw the graphs of examples whose label y is impossible.
