@@ -24,20 +24,25 @@ def _batch(family, directed, n):
   return _CACHE[key]
 
 
-def _bfs(edges, directed, s, t):
+def _distance(edges, directed, s, t):
+  """The shortest path's length from s to t by BFS (None: unreachable)."""
   adj = collections.defaultdict(list)
   for u, v in edges:
     adj[u].append(v)
     if not directed:
       adj[v].append(u)
-  seen, queue = {s}, collections.deque([s])
+  hops, queue = {s: 0}, collections.deque([s])
   while queue:
     u = queue.popleft()
     for v in adj[u]:
-      if v not in seen:
-        seen.add(v)
+      if v not in hops:
+        hops[v] = hops[u] + 1
         queue.append(v)
-  return t in seen
+  return hops.get(t)
+
+
+def _bfs(edges, directed, s, t):
+  return _distance(edges, directed, s, t) is not None
 
 
 def _components(vertices, edges):
@@ -77,23 +82,6 @@ def test_labels_match_bfs_and_are_balanced(family, directed, n):
     if family == "random":  # s has an edge out and t an edge in: no look-up shortcut
       assert any(u == s for u, _ in edges) or (not directed and any(v == s for _, v in edges))
       assert any(v == t for _, v in edges) or (not directed and any(u == t for u, _ in edges))
-
-
-def _distance(edges, directed, s, t):
-  """The shortest path's length from s to t by BFS (None: unreachable)."""
-  adj = collections.defaultdict(list)
-  for u, v in edges:
-    adj[u].append(v)
-    if not directed:
-      adj[v].append(u)
-  hops, queue = {s: 0}, collections.deque([s])
-  while queue:
-    u = queue.popleft()
-    for v in adj[u]:
-      if v not in hops:
-        hops[v] = hops[u] + 1
-        queue.append(v)
-  return hops.get(t)
 
 
 @pytest.mark.parametrize("family,directed,n", [("random", False, 8), ("random", True, 12),
