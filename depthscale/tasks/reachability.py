@@ -237,37 +237,38 @@ class Reachability(base.Task):
       edges_BxMx2, s_B, t_B, reach_B, row_BxN = self._random(keys_A[1:], y_B, n)
     if self._options["query"] == "vertices":
       return self._vertices(key, u_BxU[:, :vocab], edges_BxMx2, s_B, row_BxN, n)
-    u_BxV = u_BxU[:, :vocab]
-    label_BxN = jax.lax.top_k(u_BxV, n)[1].astype(jnp.int32)  # random injective labelling
-    m = edges_BxMx2.shape[1]
-    tok_BxMx2 = jnp.take_along_axis(label_BxN, edges_BxMx2.reshape(batch_size, 2 * m), axis=1)
-    sep_BxMx1 = jnp.full((batch_size, m, 1), self.edge_token, jnp.int32)
-    edge_BxE = jnp.concatenate([tok_BxMx2.reshape(batch_size, m, 2), sep_BxMx1], 2)
-    s_lab_B = jnp.take_along_axis(label_BxN, s_B[:, None], axis=1)[:, 0]
+    label_BxN, edge_BxE, s_lab_B = self._labelled(u_BxU[:, :vocab], edges_BxMx2, s_B, n)
     t_lab_B = jnp.take_along_axis(label_BxN, t_B[:, None], axis=1)[:, 0]
     query_Bx3 = jnp.stack([jnp.full((batch_size,), self.query_token, jnp.int32), s_lab_B,
                            t_lab_B], axis=1)
-    x_BxT = jnp.concatenate([edge_BxE.reshape(batch_size, 3 * m), query_Bx3], axis=1)
+    x_BxT = jnp.concatenate([edge_BxE, query_Bx3], axis=1)
     t = self.seq_len(length)
     last_T = jnp.arange(t) == t - 1
     targets_BxT = jnp.where(last_T[None, :], reach_B.astype(jnp.int32)[:, None], 0)
     mask_BxT = jnp.broadcast_to(last_T[None, :], (batch_size, t))
     return base.Batch(inputs=x_BxT, targets=targets_BxT.astype(jnp.int32), mask=mask_BxT)
 
-  def _vertices(self, key, u_BxV, edges_BxMx2, s_B, row_BxN, n: int) -> base.Batch:
-    """query="vertices": edges, QUERY s, then the n vertices in random order, each labelled
-    reachable from s (1) or not."""
-    batch_size, m = s_B.shape[0], edges_BxMx2.shape[1]
-    label_BxN = jax.lax.top_k(u_BxV, n)[1].astype(jnp.int32)  # random injective labelling
+  def _labelled(self, u_BxV, edges_BxMx2, s_B, n: int):
+    """A random injective labelling of the n vertices (from the uniforms u_BxV), the edge
+    list as tokens (a, b, EDGE per edge: [B, 3m]) and s's label."""
+    batch_size, m = edges_BxMx2.shape[:2]
+    label_BxN = jax.lax.top_k(u_BxV, n)[1].astype(jnp.int32)
     tok_BxMx2 = jnp.take_along_axis(label_BxN, edges_BxMx2.reshape(batch_size, 2 * m), axis=1)
     sep_BxMx1 = jnp.full((batch_size, m, 1), self.edge_token, jnp.int32)
     edge_BxE = jnp.concatenate([tok_BxMx2.reshape(batch_size, m, 2), sep_BxMx1], 2)
     s_lab_B = jnp.take_along_axis(label_BxN, s_B[:, None], axis=1)[:, 0]
+    return label_BxN, edge_BxE.reshape(batch_size, 3 * m), s_lab_B
+
+  def _vertices(self, key, u_BxV, edges_BxMx2, s_B, row_BxN, n: int) -> base.Batch:
+    """query="vertices": edges, QUERY s, then the n vertices in random order, each labelled
+    reachable from s (1) or not."""
+    batch_size, m = s_B.shape[0], edges_BxMx2.shape[1]
+    label_BxN, edge_BxE, s_lab_B = self._labelled(u_BxV, edges_BxMx2, s_B, n)
     order_BxN = jnp.argsort(jax.random.uniform(jax.random.fold_in(key, 1), (batch_size, n)), 1)
     asked_BxN = jnp.take_along_axis(label_BxN, order_BxN, axis=1)
     answer_BxN = jnp.take_along_axis(row_BxN, order_BxN, axis=1).astype(jnp.int32)
     head_Bx2 = jnp.stack([jnp.full((batch_size,), self.query_token, jnp.int32), s_lab_B], 1)
-    x_BxT = jnp.concatenate([edge_BxE.reshape(batch_size, 3 * m), head_Bx2, asked_BxN], 1)
+    x_BxT = jnp.concatenate([edge_BxE, head_Bx2, asked_BxN], 1)
     zeros_BxH = jnp.zeros((batch_size, 3 * m + 2), jnp.int32)
     targets_BxT = jnp.concatenate([zeros_BxH, answer_BxN], 1)
     mask_BxT = jnp.concatenate([zeros_BxH.astype(bool), jnp.ones((batch_size, n), bool)], 1)
