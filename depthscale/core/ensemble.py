@@ -71,22 +71,34 @@ def data_key(seed: int) -> jax.Array:
 
 
 def init_params(specs, cfg: ModelConfig):
-  """Parameters [M, ...] of all specs in `cfg`'s padded shape; models of one true shape
-  are initialised by one vmapped init over their keys. One compiled program per (group
-  shape, models' true shapes): a refill or a rerun of the same shapes reuses it."""
-  keys = jnp.stack([init_key(s.seed) for s in specs])
-  return compiled.bounded(_init_padded, KEEP_INITS)(cfg, tuple(s.shape() for s in specs), keys)
+  """Parameters [M, ...] of all specs in `cfg`'s padded shape. Each model is initialised
+  by one compiled program per true shape (its key as data), which every group, lone
+  reference and refill with that shape reuses; a second, cheap program pads and stacks
+  them (one per group composition)."""
+  parts = [compiled.bounded(_init_true, KEEP_INITS)(
+               true_config(cfg, s), s.shape(), init_key(s.seed)[None]) for s in specs]
+  return compiled.bounded(_assemble, KEEP_INITS)(cfg, tuple(s.shape() for s in specs), parts)
 
 
-KEEP_INITS = 32  # compiled inits kept per process (a queue's refills reuse a few)
+KEEP_INITS = 32  # compiled programs kept per process, of each kind (a queue's refills reuse a few)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _init_padded(cfg: ModelConfig, shapes: tuple, keys):
-  """init_params, jitted. The result is bitwise that of running the same init op by op
-  (transformer.normal keeps XLA from folding the init's scale into the sampler; tests/
-  test_core.py checks it), so a figure recorded with the eager init of earlier sessions
-  does not move."""
+def _init_true(tcfg: ModelConfig, shape: tuple, keys):
+  """The parameters [k, ...] of k models of one true shape (tcfg), vmapped over their keys.
+  Bitwise what flax's init of each model alone gives op by op (transformer.normal keeps
+  XLA from folding the init's scale into the sampler; tests/test_core.py checks it), so
+  a figure recorded with the eager init of earlier sessions does not move."""
+  dummy = (jnp.zeros((tcfg.max_len,), jnp.int32) if tcfg.vocab is not None
+           else jnp.zeros((tcfg.max_len, tcfg.input_dim), jnp.float32))
+  tarch = arch_for(tcfg, shape[0], shape[1], shape[2], shape[3])
+  return jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _assemble(cfg: ModelConfig, shapes: tuple, parts):
+  """The models' true-shaped parameters (one [1, ...] tree each, in model order),
+  zero-padded into `cfg`'s shape and stacked [M, ...]: one pad per true shape."""
   dummy = (jnp.zeros((cfg.max_len,), jnp.int32) if cfg.vocab is not None
            else jnp.zeros((cfg.max_len, cfg.input_dim), jnp.float32))
   padded_like = jax.eval_shape(
@@ -96,17 +108,14 @@ def _init_padded(cfg: ModelConfig, shapes: tuple, keys):
   buckets: dict[tuple, list[int]] = {}
   for i, shape in enumerate(shapes):
     buckets.setdefault(shape, []).append(i)
-  parts, order = [], []
-  for shape, idx in buckets.items():
-    spec = ModelSpec(*shape[:3], repeats=shape[3])
-    tcfg = true_config(cfg, spec)
-    tarch = arch_for(tcfg, spec.depth, spec.width, spec.heads, spec.repeats)
-    p = jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys[np.asarray(idx)])
+  stacked, order = [], []
+  for idx in buckets.values():
+    same = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[parts[i] for i in idx])
     like = jax.tree.map(lambda a: jax.ShapeDtypeStruct((len(idx),) + a.shape, a.dtype),
                         padded_like)
-    parts.append(pad_to(p, like))
+    stacked.append(pad_to(same, like))
     order.extend(idx)
-  params = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+  params = jax.tree.map(lambda *xs: jnp.concatenate(xs), *stacked)
   inverse = np.argsort(np.asarray(order))
   return jax.tree.map(lambda x: x[inverse], params)
 

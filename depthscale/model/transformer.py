@@ -188,7 +188,10 @@ class Stack(nn.Module):
     # Unrolled for shallow stacks: measured +26% (tiny) and +48% (small) engine
     # throughput on CPU (no per-step copies of the stacked layer buffers; BUILD_NOTES).
     # Never with remat: unrolled, remat saved no memory on XLA CPU (BUILD_NOTES).
-    unroll = self.cfg.depth if self.cfg.depth <= 6 and self.cfg.remat == "none" else 1
+    # Never at init: unrolled, XLA compiles one random sampler per layer (the init's
+    # compile time grew with depth); rolled, the same numbers (tests/test_core.py).
+    unroll = (self.cfg.depth if self.cfg.depth <= 6 and self.cfg.remat == "none"
+              and not self.is_initializing() else 1)
     scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
                    length=self.cfg.depth, unroll=unroll)
     x_TxD, _ = scan(layer(self.cfg, name="layer"), x_TxD, arch.layer_mask_L)
