@@ -163,12 +163,15 @@ JAX_TIME = {"/jax/core/compile/jaxpr_trace_duration": "trace",
             "/jax/core/compile/backend_compile_duration": "compile or cache read",
             "/jax/compilation_cache/cache_retrieval_time_sec": "of which cache reads"}
 _jax_s, _jax_n = collections.Counter(), collections.Counter()
+_compile_by_name = collections.Counter()  # compile (or cache read) seconds per program name
 
 
-def _on_jax_duration(event, secs, **_):
+def _on_jax_duration(event, secs, fun_name=None, **_):
   if event in JAX_TIME:
     _jax_s[event] += secs
     _jax_n[event] += 1
+  if event == "/jax/core/compile/backend_compile_duration" and fun_name:
+    _compile_by_name[fun_name] += secs
 
 
 jax.monitoring.register_event_duration_secs_listener(_on_jax_duration)
@@ -184,19 +187,23 @@ def pytest_sessionfinish(session):
   if out and os.path.isdir(out):
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(os.path.join(out, f"{name}.json"), "w") as f:
-      json.dump({"s": _jax_s, "n": _jax_n}, f)
+      json.dump({"s": _jax_s, "n": _jax_n, "by_name": _compile_by_name}, f)
 
 
 def pytest_terminal_summary(terminalreporter):
   out = os.environ.get("DEPTHSCALE_TEST_JAX_TIME")
   s, n = collections.Counter(_jax_s), collections.Counter(_jax_n)
+  by_name = collections.Counter(_compile_by_name)
   for path in glob.glob(os.path.join(out or "", "gw*.json")):
     with open(path) as f:
       got = json.load(f)
     s.update(got["s"])
     n.update(got["n"])
+    by_name.update(got["by_name"])
   if out and not os.environ.get("PYTEST_XDIST_WORKER"):
     shutil.rmtree(out, ignore_errors=True)
   if s:
     terminalreporter.write_line("JAX in the pytest processes (not their subprocesses): " + ", ".join(
         f"{what} {s[e]:.0f} s ({n[e]})" for e, what in JAX_TIME.items()))
+    terminalreporter.write_line("Compiling by program (s): " + ", ".join(
+        f"{name} {secs:.0f}" for name, secs in by_name.most_common(8)))
