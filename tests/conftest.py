@@ -97,14 +97,31 @@ def xla_optimization(request, monkeypatch):
     jax.config.update(SETTING, before)
 
 
+MAX_MAPS = 20_000  # memory maps a worker may hold before it drops its programs
+
+
+def memory_maps() -> int:
+  with open("/proc/self/maps") as f:
+    return sum(1 for _ in f)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def forget_compiled_programs():
-  """After each module, JAX's cached executables are dropped: a worker process compiles
-  thousands of programs, each holding memory maps, and one past vm.max_map_count (65530)
-  aborts inside XLA (BUILD_NOTES, Test suite: the "Fatal Python error: Aborted" of
-  sessions 11 and 13). core/ensemble.py bounds the same in a long run."""
+  """After a module, JAX's cached executables are dropped once the process holds more than
+  MAX_MAPS memory maps: a worker compiles thousands of programs, each holding maps, and
+  one past vm.max_map_count (65530) aborts inside XLA (BUILD_NOTES, Test suite: the
+  "Fatal Python error: Aborted" of sessions 11 and 13). Below it they are kept, so the
+  next modules do not trace, lower and read again the programs they share (samplers,
+  inits, evaluators). core/ensemble.py bounds the same in a long run."""
   yield
-  jax.clear_caches()
+  if not os.path.exists("/proc/self/maps"):
+    jax.clear_caches()
+    return
+  maps = memory_maps()
+  _jax_s["peak memory maps"] = max(_jax_s["peak memory maps"], maps)
+  if maps > MAX_MAPS:
+    jax.clear_caches()
+    _jax_n["peak memory maps"] += 1  # times dropped
 
 
 @pytest.fixture(scope="session")
@@ -197,7 +214,9 @@ def pytest_terminal_summary(terminalreporter):
   for path in glob.glob(os.path.join(out or "", "gw*.json")):
     with open(path) as f:
       got = json.load(f)
+    peak = max(s["peak memory maps"], got["s"].pop("peak memory maps", 0))
     s.update(got["s"])
+    s["peak memory maps"] = peak
     n.update(got["n"])
     by_name.update(got["by_name"])
   if out and not os.environ.get("PYTEST_XDIST_WORKER"):
@@ -205,5 +224,9 @@ def pytest_terminal_summary(terminalreporter):
   if s:
     terminalreporter.write_line("JAX in the pytest processes (not their subprocesses): " + ", ".join(
         f"{what} {s[e]:.0f} s ({n[e]})" for e, what in JAX_TIME.items()))
+    terminalreporter.write_line(
+        f"Memory maps at a module's end: at most {s['peak memory maps']:.0f} in a worker "
+        f"(the kernel's limit is 65530); programs dropped {n['peak memory maps']} times "
+        f"past {MAX_MAPS}")
     terminalreporter.write_line("Compiling by program (s): " + ", ".join(
         f"{name} {secs:.0f}" for name, secs in by_name.most_common(8)))

@@ -68,9 +68,10 @@ def test_lr_width_scales_each_models_rate_like_one_over_its_width():
   (a5_width.py:cpu sets 64)."""
   from depthscale.sweep import grid as grid_lib
   path = os.path.join(ROOT, "experiments", "a5_width.py:cpu")
-  c = config.load(path, ["grid.lr_width=32", "grid.lr=[0.003, 0.001]"])
+  c = config.load(path, ["grid.lr_width=32", "grid.lr=[0.003, 0.001]",
+                         "grid.width=[16, 32, 64, 128]"])
   got = {(x.spec.width, x.spec.lr) for x in grid_lib.cells(c)}
   assert got == {(w, lr * 32 / w) for w in (16, 32, 64, 128) for lr in (0.003, 0.001)}
-  assert {x.spec.lr for x in grid_lib.cells(config.load(path))} == {0.012, 0.006, 0.003,
-                                                                     0.0015}
+  assert {x.spec.lr for x in grid_lib.cells(config.load(path))} == {0.024, 0.012, 0.006,
+                                                                     0.003}  # widths 8-64
   assert {x.spec.lr for x in grid_lib.cells(config.load(path, ["grid.lr_width=0"]))} == {0.003}

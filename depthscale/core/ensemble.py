@@ -1,7 +1,7 @@
 """The models axis M is born here: specs -> one padded shape -> stacked params and Arch.
 
-Each model is initialised at its true shape (vmapped over the keys of models that share
-a shape), then zero-padded into the group's shape and stacked on a leading axis M.
+Each model is initialised at its true shape (one compiled init per true shape, its key as
+data), then zero-padded into the group's shape and stacked on a leading axis M.
 Knows nothing of tasks, sweeps or files.
 """
 from __future__ import annotations
