@@ -80,7 +80,13 @@ def init_params(specs, cfg: ModelConfig):
   return compiled.bounded(_assemble, KEEP_INITS)(cfg, tuple(s.shape() for s in specs), parts)
 
 
-KEEP_INITS = 32  # compiled programs kept per process, of each kind (a queue's refills reuse a few)
+KEEP_INITS = 32  # compiled programs of each kind kept per process (refills reuse a few)
+
+
+def _dummy_input(cfg: ModelConfig):
+  """One sequence of `cfg`'s input kind, for flax's init."""
+  return (jnp.zeros((cfg.max_len,), jnp.int32) if cfg.vocab is not None
+          else jnp.zeros((cfg.max_len, cfg.input_dim), jnp.float32))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -89,8 +95,7 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
   Bitwise what flax's init of each model alone gives op by op (transformer.normal keeps
   XLA from folding the init's scale into the sampler; tests/test_core.py checks it), so
   a figure recorded with the eager init of earlier sessions does not move."""
-  dummy = (jnp.zeros((tcfg.max_len,), jnp.int32) if tcfg.vocab is not None
-           else jnp.zeros((tcfg.max_len, tcfg.input_dim), jnp.float32))
+  dummy = _dummy_input(tcfg)
   tarch = arch_for(tcfg, shape[0], shape[1], shape[2], shape[3])
   return jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys)
 
@@ -99,8 +104,7 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
 def _assemble(cfg: ModelConfig, shapes: tuple, parts):
   """The models' true-shaped parameters (one [1, ...] tree each, in model order),
   zero-padded into `cfg`'s shape and stacked [M, ...]: one pad per true shape."""
-  dummy = (jnp.zeros((cfg.max_len,), jnp.int32) if cfg.vocab is not None
-           else jnp.zeros((cfg.max_len, cfg.input_dim), jnp.float32))
+  dummy = _dummy_input(cfg)
   padded_like = jax.eval_shape(
       lambda k: Transformer(cfg).init(k, dummy, arch_for(cfg, cfg.depth, cfg.width, cfg.heads,
                                                          cfg.repeats))["params"],
