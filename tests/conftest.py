@@ -118,10 +118,10 @@ def forget_compiled_programs():
     jax.clear_caches()
     return
   maps = memory_maps()
-  _jax_s["peak memory maps"] = max(_jax_s["peak memory maps"], maps)
+  _maps["peak"] = max(_maps["peak"], maps)
   if maps > MAX_MAPS:
     jax.clear_caches()
-    _jax_n["peak memory maps"] += 1  # times dropped
+    _maps["dropped"] += 1
 
 
 @pytest.fixture(scope="session")
@@ -181,6 +181,7 @@ JAX_TIME = {"/jax/core/compile/jaxpr_trace_duration": "trace",
             "/jax/compilation_cache/cache_retrieval_time_sec": "of which cache reads"}
 _jax_s, _jax_n = collections.Counter(), collections.Counter()
 _compile_by_name = collections.Counter()  # compile (or cache read) seconds per program name
+_maps = collections.Counter()  # the most memory maps at a module's end; times dropped
 
 
 def _on_jax_duration(event, secs, fun_name=None, **_):
@@ -204,29 +205,28 @@ def pytest_sessionfinish(session):
   if out and os.path.isdir(out):
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(os.path.join(out, f"{name}.json"), "w") as f:
-      json.dump({"s": _jax_s, "n": _jax_n, "by_name": _compile_by_name}, f)
+      json.dump({"s": _jax_s, "n": _jax_n, "by_name": _compile_by_name, "maps": _maps}, f)
 
 
 def pytest_terminal_summary(terminalreporter):
   out = os.environ.get("DEPTHSCALE_TEST_JAX_TIME")
   s, n = collections.Counter(_jax_s), collections.Counter(_jax_n)
-  by_name = collections.Counter(_compile_by_name)
+  by_name, maps = collections.Counter(_compile_by_name), collections.Counter(_maps)
   for path in glob.glob(os.path.join(out or "", "gw*.json")):
     with open(path) as f:
       got = json.load(f)
-    peak = max(s["peak memory maps"], got["s"].pop("peak memory maps", 0))
     s.update(got["s"])
-    s["peak memory maps"] = peak
     n.update(got["n"])
     by_name.update(got["by_name"])
+    maps = collections.Counter(peak=max(maps["peak"], got["maps"].get("peak", 0)),
+                               dropped=maps["dropped"] + got["maps"].get("dropped", 0))
   if out and not os.environ.get("PYTEST_XDIST_WORKER"):
     shutil.rmtree(out, ignore_errors=True)
   if s:
     terminalreporter.write_line("JAX in the pytest processes (not their subprocesses): " + ", ".join(
         f"{what} {s[e]:.0f} s ({n[e]})" for e, what in JAX_TIME.items()))
     terminalreporter.write_line(
-        f"Memory maps at a module's end: at most {s['peak memory maps']:.0f} in a worker "
-        f"(the kernel's limit is 65530); programs dropped {n['peak memory maps']} times "
-        f"past {MAX_MAPS}")
+        f"Memory maps at a module's end: at most {maps['peak']} in a worker (the kernel's "
+        f"limit is 65530); programs dropped {maps['dropped']} times past {MAX_MAPS}")
     terminalreporter.write_line("Compiling by program (s): " + ", ".join(
         f"{name} {secs:.0f}" for name, secs in by_name.most_common(8)))
