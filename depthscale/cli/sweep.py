@@ -179,13 +179,14 @@ def check_cache() -> None:
 def companions(study, workdir: str) -> dict:
   """{name: (Study, workdir/name)} of the study's companion runs (report.companions),
   each loaded and resolved now, before anything compiles. A companion trains the
-  study's seeds (grid.seed, overrides included), so that it stands beside it seed for
-  seed."""
+  study's seeds and steps (grid.seed and train.steps, overrides included), so that it
+  stands beside it seed for seed at the same budget."""
   from depthscale.io import workdir as workdir_lib
   out = {}
   for name, spec in (study.config.report.companions or {}).items():
     other = config_lib.load(spec)
     other.grid.seed = list(study.config.grid.seed)
+    other.train.steps = study.config.train.steps
     sub = os.path.join(workdir, name)
     workdir_lib.check(sub)
     out[name] = (study_lib.resolve(other), sub)
