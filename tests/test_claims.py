@@ -11,7 +11,7 @@ import pytest
 from depthscale import cli
 from depthscale.report import claims, fits
 
-SHORT = ["--no-progress", "--config.train.steps=120"]  # checkpoints at 60: smoke, shorter
+SHORT = ["--no-progress", "--config.train.steps=60"]  # smoke, shorter (one checkpoint: the end)
 
 
 def _row(**kw):
@@ -279,7 +279,7 @@ def test_a5_over_generators_beside_its_controls(tmp_path):
     with open(work / name / "results.csv") as f:
       others[name] = list(csv.DictReader(f))
     assert {int(r["seed"]) for r in others[name]} == {3, 4}  # the study's seeds
-    assert {int(r["steps"]) for r in others[name]} == {120}  # and its steps (SHORT)
+    assert {int(r["steps"]) for r in others[name]} == {60}  # and its steps (SHORT)
   best = lambda rs: {d: max(int(r["n_star"]) for r in rs if int(r["depth"]) == d)
                      for d in sorted({int(r["depth"]) for r in rs})}
   mine = best(rows)
