@@ -94,6 +94,7 @@ def get_config(arg=None):
     c.model.heads = 4
     c.train.update(dict(batch_size=64, steps=1500, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
+    c.plan.cpu_devices = 2  # the 6 models sharded over 2 host devices: 1.3x faster here
     if group == "Z60":  # at A5's constant rate a quarter of its models failed early
       c.train.update(dict(warmup=100, decay="cosine"))
     if group == "A5":

@@ -180,13 +180,15 @@ def companions(study, workdir: str) -> dict:
   """{name: (Study, workdir/name)} of the study's companion runs (report.companions),
   each loaded and resolved now, before anything compiles. A companion trains the
   study's seeds and steps (grid.seed and train.steps, overrides included), so that it
-  stands beside it seed for seed at the same budget."""
+  stands beside it seed for seed at the same budget, in the study's process on its
+  devices (plan.cpu_devices)."""
   from depthscale.io import workdir as workdir_lib
   out = {}
   for name, spec in (study.config.report.companions or {}).items():
     other = config_lib.load(spec)
     other.grid.seed = list(study.config.grid.seed)
     other.train.steps = study.config.train.steps
+    other.plan.cpu_devices = study.config.plan.cpu_devices
     sub = os.path.join(workdir, name)
     workdir_lib.check(sub)
     out[name] = (study_lib.resolve(other), sub)

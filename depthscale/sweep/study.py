@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 
 import ml_collections
 
@@ -102,6 +103,7 @@ class Study:
 
   def start_jax(self) -> None:
     """JAX settings every program of the study is compiled under (run and plan alike)."""
+    split_cpu(self.config.plan.cpu_devices)
     reproducible_xla()
     if self.config.model.dtype == "float64":
       import jax
@@ -135,6 +137,28 @@ def reproducible_xla() -> None:
     os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
   jax.config.update("jax_default_matmul_precision", "highest")
   jax.config.update("jax_threefry_partitionable", True)
+
+
+COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def split_cpu(count: int) -> None:
+  """Split JAX's CPU platform into `count` devices (0: leave it as it is): XLA_FLAGS gets
+  the count before JAX starts its backends. Where that is too late (JAX already started,
+  as in a test process or a companion run) or XLA_FLAGS names another count, the devices
+  JAX has are used and a line says so. Accelerators are untouched."""
+  import jax
+  from jax._src import xla_bridge
+  if not count:
+    return
+  flags = os.environ.get("XLA_FLAGS", "")
+  if COUNT_FLAG not in flags and not xla_bridge.backends_are_initialized():
+    os.environ["XLA_FLAGS"] = f"{flags} {COUNT_FLAG}={count}".strip()
+    return
+  have = jax.local_devices(backend="cpu")
+  if len(have) != count and jax.default_backend() == "cpu":
+    print(f"depthscale: plan.cpu_devices={count} not applied: JAX has {len(have)} CPU "
+          f"device(s) (XLA_FLAGS or an earlier start); training on those", file=sys.stderr)
 
 
 def identity(c) -> dict:
