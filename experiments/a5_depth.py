@@ -11,8 +11,8 @@ Z5, solvable and non-abelian (also TC0), both of order 60. The solvable control 
 claimed as Merrill, Petty & Sabharwal (ICML 2024) report it: transformers need depth for
 it as the length grows too, so it is checked to rise with depth beside A5, not to be
 solved with less. `cpu`: generators, depths 1-3
-x 2 seeds, with both controls run beside A5 in WORKDIR/control and WORKDIR/solvable
-(sizes and evidence in BUILD_NOTES.md). The Z60 control trains with 100 warm-up steps
+x 2 seeds, with both controls run beside A5 in WORKDIR/control and WORKDIR/solvable,
+on 2 host CPU devices (plan.cpu_devices; sizes and evidence in BUILD_NOTES.md). The Z60 control trains with 100 warm-up steps
 and a cosine decay: at A5's constant rate it failed early on about a quarter of its
 models (n* 2-10 instead of ~30), so its contrast with A5 changed with the seed; it is
 also checked to be solved at least as far as A5 at every depth (median over seeds).
@@ -94,7 +94,7 @@ def get_config(arg=None):
     c.model.heads = 4
     c.train.update(dict(batch_size=64, steps=1500, steps_per_call=100, warmup=0))
     c.checkpoint_every = 500
-    c.plan.cpu_devices = 2  # the 6 models sharded over 2 host devices: 1.3x faster here
+    c.plan.cpu_devices = 2  # the 6 models sharded over 2 host CPU devices (BUILD_NOTES)
     if group == "Z60":  # at A5's constant rate a quarter of its models failed early
       c.train.update(dict(warmup=100, decay="cosine"))
     if group == "A5":
