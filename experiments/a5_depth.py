@@ -10,12 +10,13 @@ NC1-complete). `control`: the abelian Z60 (TC0: fixed depth suffices); `solvable
 Z5, solvable and non-abelian (also TC0), both of order 60. The solvable control is
 claimed as Merrill, Petty & Sabharwal (ICML 2024) report it: transformers need depth for
 it as the length grows too, so it is checked to rise with depth beside A5, not to be
-solved with less. `cpu`: generators, depths 1-3
-x 2 seeds, with both controls run beside A5 in WORKDIR/control and WORKDIR/solvable,
-on 2 host CPU devices (plan.cpu_devices; sizes and evidence in BUILD_NOTES.md). The Z60 control trains with 100 warm-up steps
-and a cosine decay: at A5's constant rate it failed early on about a quarter of its
-models (n* 2-10 instead of ~30), so its contrast with A5 changed with the seed; it is
-also checked to be solved at least as far as A5 at every depth (median over seeds).
+solved with less. `cpu`: generators, depths 1-3 x 2 seeds, with both controls run
+beside A5 in WORKDIR/control and WORKDIR/solvable, on 2 host CPU devices
+(plan.cpu_devices; sizes and evidence in BUILD_NOTES.md). The Z60 control trains with
+100 warm-up steps and a cosine decay: at A5's constant rate it failed early on about a
+quarter of its models (n* 2-10 instead of ~30), so its contrast with A5 changed with the
+seed; it is also checked to be solved at least as far as A5 at every depth (median over
+seeds).
 Stopping rule: none (train.stop), at every size: no run has shown that plateau or
 solved keeps this study's fit and claims (the quickstart's plateau run moved its slope).
 """
