@@ -20,7 +20,7 @@ from depthscale.cli import sweep as sweep_commands
 from depthscale.cli import tasks_cmd as tasks_commands
 from depthscale.cli.common import Parser, UsageError, check_writable, one_line, write_json
 from depthscale.errors import UserError
-from depthscale.sweep.study import reproducible_xla
+from depthscale.sweep.study import COUNT_FLAG, reproducible_xla
 
 PROG = "depthscale"
 
@@ -31,9 +31,9 @@ def split_host_into_cores() -> None:
   2 host devices than on one (BUILD_NOTES). Takes effect only before JAX starts its
   backends; accelerators are untouched."""
   flags = os.environ.get("XLA_FLAGS", "")
-  if "xla_force_host_platform_device_count" not in flags:
+  if COUNT_FLAG not in flags:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores or 1}"
+    os.environ["XLA_FLAGS"] = f"{flags} {COUNT_FLAG}={cores or 1}"
 
 
 def cmd_bench(args, extras) -> int:
