@@ -34,19 +34,8 @@ venv-tpu: $(VENV)/.installed-tpu
 run: venv
 	$(PY) experiments/quickstart.py --workdir $(WORKDIR)
 
-# The suite runs with tcmalloc where the system has it (Debian/Ubuntu: libtcmalloc-minimal4,
-# which .ci/run installs): XLA's compiler and JAX's tracing spend about a fifth of the
-# suite's time in glibc's malloc (BUILD_NOTES, Test suite). Every process a test starts
-# inherits it; tests/test_suite_settings.py checks that it is loaded.
-TCMALLOC ?= $(firstword $(wildcard /usr/lib/*/libtcmalloc_minimal.so.4 \
-  /usr/lib64/libtcmalloc_minimal.so.4 /usr/lib/libtcmalloc_minimal.so.4))
-TEST_ENV := $(if $(TCMALLOC),LD_PRELOAD="$(TCMALLOC)$(if $(LD_PRELOAD), $(LD_PRELOAD))" \
-  DEPTHSCALE_TEST_TCMALLOC="$(TCMALLOC)" TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=1099511627776)
-
 test: venv
-	@$(if $(TCMALLOC),,echo "make: no libtcmalloc_minimal.so.4 found: the tests run about 20% \
-	slower (apt-get install libtcmalloc-minimal4, or TCMALLOC=/path/to/it)")
-	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 --durations=15 tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 --durations=15 tests
 
 # Refresh the lock (newest versions within setup.cfg's ranges), then rerun `make test`
 # and re-measure the figures BUILD_NOTES.md records. The accelerator locks start from a copy

@@ -52,19 +52,3 @@ def test_an_executable_kept_at_one_setting_is_not_reused_at_the_other():
     jax.config.update(SETTING, True)
   assert other.executable is not first.executable
   assert compiled.compile_lowered(lowered, devices).executable is first.executable
-
-
-MAPS = "import os; print(os.path.realpath(os.environ['DEPTHSCALE_TEST_TCMALLOC']) in open('/proc/self/maps').read())"
-
-
-@pytest.mark.skipif(not os.environ.get("DEPTHSCALE_TEST_TCMALLOC"),
-                    reason="not run by `make test` with tcmalloc (Makefile)")
-def test_make_test_runs_every_process_with_tcmalloc():
-  """`make test` preloads tcmalloc (Makefile: about 20% of the suite's time); a wrong path
-  or a lost LD_PRELOAD would only show as a slower suite, so the worker and a process it
-  starts must both have it mapped."""
-  lib = os.path.realpath(os.environ["DEPTHSCALE_TEST_TCMALLOC"])
-  with open("/proc/self/maps") as f:
-    assert lib in f.read(), f"{lib} is not loaded in this pytest worker"
-  p = subprocess.run([sys.executable, "-c", MAPS], capture_output=True, text=True, check=True)
-  assert p.stdout.strip() == "True", f"{lib} is not loaded in a process the test starts"
