@@ -1,0 +1,46 @@
+"""Threefry-2x32 (JAX's default random bits) lowered unrolled on CPU, as elsewhere.
+
+JAX lowers the hash as a rolled loop of 5 iterations on CPU and unrolled (an out-of-line
+function) on every other platform. At XLA's full optimization the CPU compiler takes far
+longer over the rolled loops: every model init (one draw per parameter) and every
+in-program sampler pays it (BUILD_NOTES, Test suite: the recall test's init compiled in
+3 s instead of 10). The hash is integer arithmetic, so both lowerings give the same bits
+(tests/test_threefry.py checks them against a numpy Threefry and the published test
+vectors). Registered by `import depthscale`, before any program is lowered: JAX keeps a
+function's lowering once made, so a registration after a first draw would not reach it.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.random import threefry2x32_p
+from jax.interpreters import mlir
+
+ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # the rounds' rotations, alternating
+PARITY = 0x1BD11BDA  # the key schedule's constant
+
+
+def _rotate_left(x, d):
+  return lax.shift_left(x, np.uint32(d)) | lax.shift_right_logical(x, np.uint32(32 - d))
+
+
+def hash_unrolled(key1, key2, x1, x2):
+  """Threefry-2x32, 20 rounds: 5 groups of 4, the key injected after each group."""
+  ks = (key1, key2, key1 ^ key2 ^ np.uint32(PARITY))
+  x1, x2 = x1 + ks[0], x2 + ks[1]
+  for i in range(5):
+    for r in ROTATIONS[i % 2]:
+      x1 = x1 + x2
+      x2 = _rotate_left(x2, r) ^ x1
+    x1 = x1 + ks[(i + 1) % 3]
+    x2 = x2 + ks[(i + 2) % 3] + np.uint32(i + 1)
+  return x1, x2
+
+
+def register() -> None:
+  """Lower threefry2x32 unrolled on CPU, out of line as on other platforms."""
+  def lowering(*args):
+    return hash_unrolled(*(jnp.asarray(a) for a in args))
+  mlir.register_lowering(threefry2x32_p, mlir.lower_fun(lowering, multiple_results=True),
+                         platform="cpu", inline=False)

@@ -1,0 +1,86 @@
+"""depthscale/threefry.py: the unrolled CPU lowering gives Threefry-2x32's bits (the
+Random123 test vectors and an independent numpy implementation, through the primitive and
+through jax.random), and it is the lowering every program of a depthscale process gets."""
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.random import threefry2x32_p, threefry_2x32
+
+import depthscale  # noqa: F401  (registers the lowering)
+
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def numpy_threefry(k1, k2, x1, x2):
+  """Threefry-2x32 with 20 rounds (Salmon et al. 2011), in uint64 masked to 32 bits."""
+  k1, k2, x1, x2 = (np.asarray(a, np.uint64) for a in (k1, k2, x1, x2))
+  ks = [k1, k2, k1 ^ k2 ^ np.uint64(0x1BD11BDA)]
+  x = [(x1 + ks[0]) & M32, (x2 + ks[1]) & M32]
+  rot = [[13, 15, 26, 6], [17, 29, 16, 24]]
+  for i in range(5):
+    for r in rot[i % 2]:
+      x[0] = (x[0] + x[1]) & M32
+      x[1] = (((x[1] << np.uint64(r)) | (x[1] >> np.uint64(32 - r))) & M32) ^ x[0]
+    x[0] = (x[0] + ks[(i + 1) % 3]) & M32
+    x[1] = (x[1] + ks[(i + 2) % 3] + np.uint64(i + 1)) & M32
+  return x[0].astype(np.uint32), x[1].astype(np.uint32)
+
+
+# Random123's known answers for threefry2x32_20 (kat_vectors): key, counter -> output
+KAT = [((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+       ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+       ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0))]
+
+
+def u32(v):
+  return jnp.asarray(np.array(v, np.uint32))
+
+
+def test_the_published_vectors():
+  for key, count, want in KAT:
+    got = jax.jit(threefry_2x32)((u32(key[0]), u32(key[1])), u32(list(count)))
+    assert [int(v) for v in np.asarray(got)] == list(want), (key, count, np.asarray(got))
+    assert [int(v[()]) for v in numpy_threefry(*key, *count)] == list(want)
+
+
+def test_many_keys_and_counters_equal_numpy():
+  rng = np.random.default_rng(0)
+  k1, k2, x1, x2 = (rng.integers(0, 2**32, 10_001, dtype=np.uint64).astype(np.uint32)
+                    for _ in range(4))
+  got = jax.jit(lambda *a: threefry2x32_p.bind(*a))(*map(u32, (k1, k2, x1, x2)))
+  for g, w in zip(got, numpy_threefry(k1, k2, x1, x2)):
+    np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_jax_random_bits_equal_numpy():
+  """jax.random.bits of a key: the hash of counters (0, i), its two words xor-ed (JAX's
+  partitionable layout), recomputed in numpy: a change in the lowering shows in draws."""
+  key = jax.random.key(7)
+  got = np.asarray(jax.jit(lambda k: jax.random.bits(k, (6, 5)))(key)).ravel()
+  k1, k2 = np.asarray(jax.random.key_data(key)).astype(np.uint32)
+  want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
+  np.testing.assert_array_equal(got, want[0] ^ want[1])
+
+
+IMPORTS = """
+import jax
+f = lambda k: jax.random.normal(k, (4, 3))
+from depthscale.core import ensemble  # any depthscale import registers it
+text = jax.jit(f).lower(jax.random.key(0)).as_text()
+print("while" in text)
+"""
+
+
+def test_a_depthscale_process_lowers_random_bits_without_a_loop():
+  """JAX's own CPU lowering is a rolled loop (an stablehlo.while); after importing
+  depthscale, draws lower without one. In a fresh process: JAX keeps lowerings made."""
+  p = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True,
+                     check=True)
+  assert p.stdout.strip() == "False", p.stdout + p.stderr[-2000:]
+  p = subprocess.run([sys.executable, "-c", IMPORTS.replace(
+      "from depthscale.core import ensemble", "pass")], capture_output=True, text=True,
+      check=True)
+  assert p.stdout.strip() == "True"  # the check can tell: JAX's own lowering has the loop
