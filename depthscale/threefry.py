@@ -6,7 +6,8 @@ longer over the rolled loops: every model init (one draw per parameter) and ever
 in-program sampler pays it (BUILD_NOTES, Test suite: the recall test's init compiled in
 3 s instead of 10). The hash is integer arithmetic, so both lowerings give the same bits
 (tests/test_threefry.py checks them against a numpy Threefry and the published test
-vectors). Registered by `import depthscale`, before any program is lowered: JAX keeps a
+vectors). Registered on import, by depthscale.tasks, depthscale.model and
+depthscale.core (every package that draws), before any program is lowered: JAX keeps a
 function's lowering once made, so a registration after a first draw would not reach it.
 """
 from __future__ import annotations
@@ -44,3 +45,6 @@ def register() -> None:
     return hash_unrolled(*(jnp.asarray(a) for a in args))
   mlir.register_lowering(threefry2x32_p, mlir.lower_fun(lowering, multiple_results=True),
                          platform="cpu", inline=False)
+
+
+register()

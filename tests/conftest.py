@@ -37,7 +37,7 @@ if OPTIMIZE != "all" and FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-import depthscale  # noqa: E402,F401  before any lowering: its threefry lowering (depthscale/threefry.py)
+from depthscale import threefry  # noqa: E402,F401  before any lowering (depthscale/threefry.py)
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

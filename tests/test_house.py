@@ -17,9 +17,13 @@ ABOVE = ("depthscale.config", "depthscale.bench")  # they read the floors below,
 LAYERS = {
     "depthscale.errors": ("depthscale.tasks", "depthscale.model", "depthscale.core",
                           "depthscale.sweep", "depthscale.io", "depthscale.report",
-                          "depthscale.devices") + ABOVE,  # the ground floor: imports none
+                          "depthscale.devices", "depthscale.threefry") + ABOVE,  # imports none
     "depthscale.devices": ("depthscale.tasks", "depthscale.model", "depthscale.core",
                            "depthscale.sweep", "depthscale.io", "depthscale.report") + ABOVE,
+    # JAX's random bits lowered unrolled on CPU: registered by every package that draws
+    "depthscale.threefry": ("depthscale.tasks", "depthscale.model", "depthscale.core",
+                            "depthscale.sweep", "depthscale.io", "depthscale.report",
+                            "depthscale.devices") + ABOVE,
     "depthscale.tasks": ("depthscale.model", "depthscale.core", "depthscale.sweep",
                          "depthscale.io", "depthscale.report") + ABOVE,
     "depthscale.model": ("depthscale.tasks", "depthscale.core", "depthscale.sweep",

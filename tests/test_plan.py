@@ -130,3 +130,36 @@ def test_the_probe_times_the_program_that_trains(layout):
                     eval_size=8, model_options=st.model_options(g), progress=False,
                     devices=devs)
   assert len(probed.fingerprint) == 16 and res.fingerprint == probed.fingerprint
+
+
+def test_a_program_built_again_is_neither_traced_nor_compiled_again():
+  """program.build of an equal Blueprint again (as `run` does after the probe): JAX
+  neither traces, lowers nor compiles (compiled.kept_function, compile_lowered), the
+  executable is the first one and its compile cost is the first build's, tracing
+  included. Another train config is a new function: traced and compiled."""
+  from depthscale import tasks
+  from depthscale.core import train
+  from depthscale.core.ensemble import ModelSpec
+  events = []
+
+  def listen(event, secs, fun_name=None, **_):
+    if fun_name == "run":  # the train function's name (core/program.py)
+      events.append((event.rsplit("/", 1)[-1], secs))
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    task = tasks.make("word_problem", group="S3")
+    tcfg = train.TrainConfig(batch_size=4, length=4, total_steps=8)
+    bp = program.Blueprint.of(task, [ModelSpec(1, 16, 2, seed=3)], tcfg, None, 4)
+    first = program.build(bp)
+    traced = [s for e, s in events if e == "jaxpr_trace_duration"]
+    assert len(traced) == 1 and first.compile_cost_s > traced[0]
+    events.clear()
+    again = program.build(dataclasses.replace(bp, models=(ModelSpec(1, 16, 2, seed=4),)))
+    assert events == []  # seeds are data: nothing traced, lowered or compiled
+    assert again.run is first.run and again.compile_cost_s == first.compile_cost_s
+    other = program.build(dataclasses.replace(
+        bp, tcfg=dataclasses.replace(tcfg, total_steps=9)))
+    assert other.run is not first.run
+    assert [e for e, _ in events].count("jaxpr_trace_duration") == 1
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)

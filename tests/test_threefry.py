@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p, threefry_2x32
 
-import depthscale  # noqa: F401  (registers the lowering)
+from depthscale import threefry  # noqa: F401  (registers the lowering)
 
 M32 = np.uint64(0xFFFFFFFF)
 

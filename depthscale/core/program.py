@@ -2,9 +2,8 @@
 
 `build` is the one builder, of a Blueprint (the program as a value): sweep/group_run.py
 trains with it, sweep/probe.py times it and depthscale/bench measures it, so the plan
-prices exactly the program that trains. The step of one model (core/train.py) is vmapped
-once over the models axis M here (pad), or run through model/compact (compact), chunked
-with lax.map when models_per_chunk asks, and scanned or looped over steps.
+prices exactly the program that trains. One model's step (core/train.py) is vmapped over
+M here (pad) or run through model/compact, chunked (lax.map) and scanned or looped.
 """
 from __future__ import annotations
 
@@ -104,19 +103,28 @@ def chunk_fn(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: in
 
 def make_train_chunk(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: int,
                      devices=None):
-  """chunk_fn, jitted, with the state donated: one dispatch runs K steps of M models."""
-  return jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call, devices), donate_argnums=0)
+  """chunk_fn jitted, state donated (a dispatch runs K steps of M models); kept, as below."""
+  return compiled.kept_function(
+      _key("chunk", task, cfg, tcfg, steps_per_call, devices),
+      lambda: jax.jit(chunk_fn(task, cfg, tcfg, steps_per_call, devices), donate_argnums=0))
 
 
 def make_train_steps(task, cfg: ModelConfig, tcfg: train.TrainConfig, max_steps: int,
                      devices=None):
-  """Like make_train_chunk, but the number of steps is an argument: (state_M, hparams_M,
-  arch_M, n) runs n <= max_steps steps (a while loop) and returns metrics {name:
-  [max_steps, M]} whose first n rows are filled. One program serves every n, so a
-  caller can size its dispatches by time (a stop request is then served within one
-  short dispatch, whatever max_steps is). Each step is the same step as in the scan.
-  `devices`: those the models axis is sharded over (a compacted group's step runs per
-  device)."""
+  """make_train_chunk with the step count as data: (state_M, hparams_M, arch_M, n) runs
+  n <= max_steps steps (a while loop), metrics {name: [max_steps, M]} filled for the
+  first n. One program serves every n: dispatches sized by time serve a stop request
+  within one. `devices`: the models axis's (a compacted step runs per device). Kept per
+  equal arguments (compiled.kept_function): built again, it is not traced again."""
+  return compiled.kept_function(_key("steps", task, cfg, tcfg, max_steps, devices),
+                                lambda: _train_steps(task, cfg, tcfg, max_steps, devices))
+
+
+def _key(kind, task, cfg, tcfg, steps, devices) -> tuple:  # the class: a file loaded again
+  return (kind, type(task), metrics.task_id(task), cfg, tcfg, steps, tuple(devices or ()))
+
+
+def _train_steps(task, cfg, tcfg, max_steps, devices):
   step_M = group_step(task, cfg, tcfg, devices)
 
   def run(state_M, hp_M, arch_M, n):
@@ -186,14 +194,6 @@ def shard_models(tree, devices):
   mesh = jax.sharding.Mesh(np.asarray(devices), ("models",))
   return jax.device_put(tree, jax.sharding.NamedSharding(mesh,
                                                          jax.sharding.PartitionSpec("models")))
-
-
-def compiled_memory_bytes(compiled) -> int:
-  """Peak bytes per device from XLA's memory analysis of a compiled program: arguments
-  + outputs - donated (aliased) + temporaries."""
-  m = compiled.memory_analysis()
-  return int(m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
-             + m.temp_size_in_bytes)
 
 
 def init_inputs(specs, cfg: ModelConfig, tcfg: train.TrainConfig, devices):
@@ -291,9 +291,9 @@ def build(bp: Blueprint, devices=None) -> Program:
   lowered = make_train_steps(bp.task, cfg, tcfg, bp.steps_per_call, devices).lower(
       state, hp, arch, np.int32(1))
   lower_s = time.perf_counter() - t0
-  c = compiled.compile_lowered(lowered, devices)
+  c = compiled.compile_lowered(lowered, devices, lower_s)
   return Program(cfg=cfg, tcfg=tcfg, specs=specs,
                  order=None if order is None else np.asarray(order), devices=devices,
                  state=state, hp=hp, arch=arch, run=c.executable, compile_s=lower_s + c.spent_s,
-                 compile_cost_s=lower_s + c.compile_cost_s,
-                 memory_bytes=compiled_memory_bytes(c.executable), fingerprint=c.fingerprint)
+                 compile_cost_s=c.compile_cost_s,
+                 memory_bytes=compiled.memory_bytes(c.executable), fingerprint=c.fingerprint)

@@ -2,6 +2,8 @@
 sources.py for where a task may come from (built-in, entry point, file, module)."""
 from __future__ import annotations
 
+from depthscale import threefry  # noqa: F401  (random bits lowered unrolled on CPU)
+
 from depthscale.tasks.base import Batch, Task
 from depthscale.tasks.khop import KHop
 from depthscale.tasks.reachability import Reachability
