@@ -4,7 +4,8 @@ JAX lowers the hash as a rolled loop of 5 iterations on CPU and unrolled (an out
 function) on every other platform. At XLA's full optimization the CPU compiler takes far
 longer over the rolled loops: every model init (one draw per parameter) and every
 in-program sampler pays it (BUILD_NOTES, Test suite: the recall test's init compiled in
-3 s instead of 10). The hash is integer arithmetic, so both lowerings give the same bits
+3 s instead of 10). With most optimizations off the rolled loop compiles faster, and is
+kept. The hash is integer arithmetic, so both lowerings give the same bits
 (tests/test_threefry.py checks them against a numpy Threefry and the published test
 vectors). Registered on import, by depthscale.tasks, depthscale.model and
 depthscale.core (every package that draws), before any program is lowered: JAX keeps a
@@ -12,6 +13,7 @@ function's lowering once made, so a registration after a first draw would not re
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -40,7 +42,12 @@ def hash_unrolled(key1, key2, x1, x2):
 
 
 def register() -> None:
-  """Lower threefry2x32 unrolled on CPU, out of line as on other platforms."""
+  """Lower threefry2x32 unrolled on CPU, out of line as on other platforms; not when JAX
+  compiles with most optimizations off (`jax_disable_most_optimizations`, the test
+  suite's setting), where JAX's rolled loop compiles faster (BUILD_NOTES, Test suite)."""
+  if jax.config.values.get("jax_disable_most_optimizations"):
+    return
+
   def lowering(*args):
     return hash_unrolled(*(jnp.asarray(a) for a in args))
   mlir.register_lowering(threefry2x32_p, mlir.lower_fun(lowering, multiple_results=True),

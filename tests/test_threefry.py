@@ -1,6 +1,7 @@
 """depthscale/threefry.py: the unrolled CPU lowering gives Threefry-2x32's bits (the
 Random123 test vectors and an independent numpy implementation, through the primitive and
 through jax.random), and it is the lowering every program of a depthscale process gets."""
+import os
 import subprocess
 import sys
 
@@ -47,12 +48,16 @@ def test_the_published_vectors():
 
 
 def test_many_keys_and_counters_equal_numpy():
+  """The unrolled hash itself (the suite's processes compile with most optimizations off,
+  where JAX's own rolled lowering is kept) and the primitive as lowered here."""
   rng = np.random.default_rng(0)
   k1, k2, x1, x2 = (rng.integers(0, 2**32, 10_001, dtype=np.uint64).astype(np.uint32)
                     for _ in range(4))
-  got = jax.jit(lambda *a: threefry2x32_p.bind(*a))(*map(u32, (k1, k2, x1, x2)))
-  for g, w in zip(got, numpy_threefry(k1, k2, x1, x2)):
-    np.testing.assert_array_equal(np.asarray(g), w)
+  want = numpy_threefry(k1, k2, x1, x2)
+  for fn in (threefry.hash_unrolled, lambda *a: threefry2x32_p.bind(*a)):
+    got = jax.jit(fn)(*map(u32, (k1, k2, x1, x2)))
+    for g, w in zip(got, want):
+      np.testing.assert_array_equal(np.asarray(g), w)
 
 
 def test_jax_random_bits_equal_numpy():
@@ -70,17 +75,24 @@ import jax
 f = lambda k: jax.random.normal(k, (4, 3))
 from depthscale.core import ensemble  # any depthscale import registers it
 text = jax.jit(f).lower(jax.random.key(0)).as_text()
-print("while" in text)
+bits = jax.jit(lambda k: jax.random.bits(k, (30,)))(jax.random.key(7))
+print("while" in text, *map(int, bits))
 """
 
 
 def test_a_depthscale_process_lowers_random_bits_without_a_loop():
   """JAX's own CPU lowering is a rolled loop (an stablehlo.while); after importing
-  depthscale, draws lower without one. In a fresh process: JAX keeps lowerings made."""
-  p = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True,
-                     check=True)
-  assert p.stdout.strip() == "False", p.stdout + p.stderr[-2000:]
-  p = subprocess.run([sys.executable, "-c", IMPORTS.replace(
-      "from depthscale.core import ensemble", "pass")], capture_output=True, text=True,
-      check=True)
-  assert p.stdout.strip() == "True"  # the check can tell: JAX's own lowering has the loop
+  depthscale, draws lower without one, at JAX's default optimization. With most
+  optimizations off (the suite's setting) the loop is kept. In fresh processes: JAX keeps
+  lowerings made."""
+  def loop(code, optimize_off):
+    env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS=optimize_off)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env).stdout.split()
+    assert [int(b) for b in out[1:]] == list(want[0] ^ want[1])  # the same bits either way
+    return out[0]
+  k1, k2 = np.asarray(jax.random.key_data(jax.random.key(7))).astype(np.uint32)
+  want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
+  assert loop(IMPORTS, "0") == "False"
+  assert loop(IMPORTS, "1") == "True"
+  assert loop(IMPORTS.replace("from depthscale.core import ensemble", "pass"), "0") == "True"
