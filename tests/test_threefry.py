@@ -1,6 +1,7 @@
-"""depthscale/threefry.py: the unrolled CPU lowering gives Threefry-2x32's bits (the
-Random123 test vectors and an independent numpy implementation, through the primitive and
-through jax.random), and it is the lowering every program of a depthscale process gets."""
+"""depthscale/threefry.py: the unrolled hash gives Threefry-2x32's bits (the Random123 test
+vectors and an independent numpy implementation), and a depthscale process lowers random
+bits with it where JAX optimizes (JAX's own loop where most optimizations are off, as in
+this suite's processes), the same bits either way."""
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p, threefry_2x32
 
-from depthscale import threefry  # noqa: F401  (registers the lowering)
+from depthscale import threefry
 
 M32 = np.uint64(0xFFFFFFFF)
 
@@ -44,6 +45,8 @@ def test_the_published_vectors():
   for key, count, want in KAT:
     got = jax.jit(threefry_2x32)((u32(key[0]), u32(key[1])), u32(list(count)))
     assert [int(v) for v in np.asarray(got)] == list(want), (key, count, np.asarray(got))
+    got = jax.jit(threefry.hash_unrolled)(*map(u32, (*key, *count)))
+    assert [int(v) for v in got] == list(want), (key, count, got)
     assert [int(v[()]) for v in numpy_threefry(*key, *count)] == list(want)
 
 
