@@ -85,12 +85,18 @@ def kept_function(key, make):
   `run` after the probe timed it, a group resumed or rebuilt to a shape it had, a test's
   repeated group. `key` must hold everything the function is made from. Only traces are
   held (programs built from it run through compile_lowered's executables)."""
-  if key not in _FUNCTIONS:
-    _FUNCTIONS[key] = make()
-    while len(_FUNCTIONS) > KEEP_FUNCTIONS:
-      _FUNCTIONS.popitem(last=False)
-  _FUNCTIONS.move_to_end(key)
-  return _FUNCTIONS[key]
+  return keep(_FUNCTIONS, key, make, KEEP_FUNCTIONS)
+
+
+def keep(store: collections.OrderedDict, key, make, limit: int):
+  """make(), or what it gave for an equal key in `store` earlier in this process (the
+  last `limit` kept)."""
+  if key not in store:
+    store[key] = make()
+    while len(store) > limit:
+      store.popitem(last=False)
+  store.move_to_end(key)
+  return store[key]
 
 
 def clear() -> None:

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from depthscale.core import compiled
 from depthscale.core.train import per_token_loss
 from depthscale.model import ModelConfig, Transformer
 
@@ -21,12 +22,7 @@ _KEPT: collections.OrderedDict = collections.OrderedDict()  # evaluate programs,
 
 def _kept(key, make):
   """make(), or what it gave for an equal key earlier in this process (the last KEEP)."""
-  if key not in _KEPT:
-    _KEPT[key] = make()
-    while len(_KEPT) > KEEP:
-      _KEPT.popitem(last=False)
-  _KEPT.move_to_end(key)
-  return _KEPT[key]
+  return compiled.keep(_KEPT, key, make, KEEP)
 
 
 def task_id(task) -> str:
