@@ -163,3 +163,18 @@ def test_a_program_built_again_is_neither_traced_nor_compiled_again():
     assert [e for e, _ in events].count("jaxpr_trace_duration") == 1
   finally:
     jax.monitoring.unregister_event_duration_listener(listen)
+
+
+@pytest.mark.parametrize("devices,groups,share", [
+    (4, [3, 3, 3, 3], 1),  # 4 one-device shares side by side, no filler copy
+    (2, [3, 3], 1),        # tests/test_devices.py's run: 2 shares of 1
+    (8, [6], 8),           # one group: every device on it (2 filler copies)
+    (4, [4], 4),           # one group of 4: one model per device
+    (4, [4, 4], 4),        # 2 groups of 4: 2 shares of 2 tie with 1 of 4: the larger
+    (4, [5, 3], 2),        # makespan 3 on 2 shares of 2 (2 fillers) or 1 of 4 (4)
+    (1, [3, 5], 1)])
+def test_devices_are_dealt_into_shares_with_the_shortest_makespan(devices, groups, share):
+  """plan.share_size against makespans counted by hand: a share of s devices trains a
+  group of M models in ceil(M / s) model-steps per step, n_devices / s shares pull the
+  groups largest first; ties go to fewer filler copies, then larger shares."""
+  assert plan.share_size(devices, groups) == share
