@@ -3,9 +3,7 @@
 # included): the CPU build of jax. `make venv-cuda` / `make venv-tpu` add the accelerator
 # build on top: requirements-cuda.lock and requirements-tpu.lock are requirements.lock plus
 # the plugin and its libraries, every shared pin identical. `make lock` regenerates all three
-# from setup.cfg's ranges with pip-tools. --no-compile: pip byte-compiles nothing at install
-# (sympy, scipy, ... took half of a 90 s install); Python compiles what a process imports,
-# once, on first import (BUILD_NOTES, Test suite).
+# from setup.cfg's ranges with pip-tools.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -18,7 +16,7 @@ $(VENV)/.installed: requirements.lock setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
 	  echo "make: requirements.lock needs Python >= 3.11; run with PYTHON=python3.11 (or newer)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --no-compile -r requirements.lock
+	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
