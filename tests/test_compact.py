@@ -123,14 +123,15 @@ from depthscale.core.ensemble import ModelSpec
 from depthscale.sweep import train_group
 specs = [ModelSpec(d, 8, 2, seed=s) for s in (0, 1) for d in (1, 2, 3, 4)]
 tcfg = train.TrainConfig(batch_size=4, length=8, total_steps=10, layout="compact")
-# khop: its sampler's scan starts from a constant carry (it once failed under shard_map)
-for task in (tasks.make("word_problem", group="S3"), tasks.make("khop", k_max=2)):
-  out = [train_group.train_group(task, specs, tcfg, steps_per_call=10, eval_size=8,
-                                 progress=False, model_options=dict(dtype="float64"),
-                                 devices=jax.local_devices()[:n])
-         for n in (1, 4)]
-  np.testing.assert_allclose(out[1].curves["loss"], out[0].curves["loss"], rtol=1e-9)
-  print("ok", [r["devices"] for r in out[1].rows][0], out[0].curves["loss"][-1])
+# khop: its sampler's scan starts from a constant carry (it once failed under shard_map);
+# the word problem, also run here until session 21, adds no path of its own
+task = tasks.make("khop", k_max=2)
+out = [train_group.train_group(task, specs, tcfg, steps_per_call=10, eval_size=8,
+                               progress=False, model_options=dict(dtype="float64"),
+                               devices=jax.local_devices()[:n])
+       for n in (1, 4)]
+np.testing.assert_allclose(out[1].curves["loss"], out[0].curves["loss"], rtol=1e-9)
+print("ok", [r["devices"] for r in out[1].rows][0], out[0].curves["loss"][-1])
 """
 
 
@@ -140,4 +141,4 @@ def test_four_devices_match_one():
   p = subprocess.run([sys.executable, "-c", DEVICES_SCRIPT], cwd=ROOT, env=env,
                      capture_output=True, text=True, timeout=300)
   assert p.returncode == 0, p.stderr[-3000:]
-  assert p.stdout.count("ok 4") == 2, p.stdout
+  assert p.stdout.count("ok 4") == 1, p.stdout
