@@ -124,7 +124,7 @@ from depthscale.sweep import train_group
 specs = [ModelSpec(d, 8, 2, seed=s) for s in (0, 1) for d in (1, 2, 3, 4)]
 tcfg = train.TrainConfig(batch_size=4, length=8, total_steps=10, layout="compact")
 # khop: its sampler's scan starts from a constant carry (it once failed under shard_map);
-# the word problem, also run here until session 21, adds no path of its own
+# a task with a plain sampler adds no path of its own here
 task = tasks.make("khop", k_max=2)
 out = [train_group.train_group(task, specs, tcfg, steps_per_call=10, eval_size=8,
                                progress=False, model_options=dict(dtype="float64"),
