@@ -5,6 +5,7 @@ import contextlib
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -55,10 +56,18 @@ def lease_steps(workdir):
 def test_usr2_mid_group_saves_that_step_and_the_requeued_task_resumes_it(
     cluster, reference_run, tmp_path):
   """No periodic checkpoint (checkpoint_every = steps): every checkpoint on disk comes
-  from the USR2 (submitit's timeout/preemption warning) sent mid-training."""
+  from the USR2 (submitit's timeout/preemption warning) sent mid-training. The tasks'
+  `scontrol` lingers a second after a requeue, as on a loaded host: the SIGTERM that the
+  requeue sends to the job step reaches it before it exits (fresh40, BUILD_NOTES)."""
   ref, _ = reference_run
   work = tmp_path / "w"
-  env = dict(cluster.env, WANDB_MODE="disabled", PYTHONPATH=ROOT)
+  slow = tmp_path / "bin"
+  slow.mkdir()
+  (slow / "scontrol").write_text(f'#!/bin/sh\n{shutil.which("scontrol")} "$@"; rc=$?\n'
+                                 '[ "$1" = requeue ] && sleep 1\nexit $rc\n')
+  (slow / "scontrol").chmod(0o755)
+  env = dict(cluster.env, WANDB_MODE="disabled", PYTHONPATH=ROOT,
+             PATH=f"{slow}{os.pathsep}{cluster.env['PATH']}")
   args = [a for a in SPLIT_SMOKE if a != "--no-progress"] + ["--config.checkpoint_every=180"]
   p = subprocess.Popen([sys.executable, "launch/slurm.py", *args, "--workdir", str(work),
                         "--wait", "--timeout-min", "30"], cwd=ROOT, env=env, text=True,

@@ -143,3 +143,25 @@ def test_a_stop_is_served_in_seconds_whatever_steps_per_call(sig, code, tmp_path
   p.terminate()
   p.communicate(timeout=120)
   assert f"resumes from its step-{saved[0]} checkpoint" in "".join(lines), lines
+
+
+def test_the_requeue_command_outlives_the_sigterm_its_requeue_sends():
+  """Under SLURM the runner hands a USR2 on to submitit's handler, which runs `scontrol
+  requeue`: that cancels the job step, and SLURM sends SIGTERM to every process of the
+  step, the scontrol still exiting included. Killed so, it failed the task, and
+  `launch/slurm.py --wait` read that error though the requeue went through (fresh40,
+  BUILD_NOTES). Here the handler's command sends itself that SIGTERM."""
+  from depthscale.sweep.runner import StopFlag
+  stop, got = StopFlag(), {}
+
+  def submitits_handler(signum, frame):  # its subprocess.check_call of scontrol, in effect
+    got["rc"] = subprocess.call(["sh", "-c", "kill -TERM $$; exit 0"])
+
+  stop.previous, stop.signum = {signal.SIGUSR2: submitits_handler}, signal.SIGUSR2
+  before = signal.getsignal(signal.SIGTERM)
+  try:
+    with pytest.raises(SystemExit) as out:
+      stop.hand_over()
+  finally:
+    signal.signal(signal.SIGTERM, before)
+  assert out.value.code == 0 and got["rc"] == 0, got

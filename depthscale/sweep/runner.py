@@ -55,6 +55,11 @@ class StopFlag:
       raise SystemExit(130)  # not Python's handler: its KeyboardInterrupt is a traceback
     prev = self.previous.get(self.signum)
     if callable(prev):
+      # submitit's handler runs `scontrol requeue`, which cancels this job step: SLURM then
+      # sends SIGTERM to all of the step's processes, that scontrol included, and killed
+      # before it exits it fails the task though the requeue went through. A signal this
+      # process ignores stays ignored in the processes it starts.
+      signal.signal(signal.SIGTERM, signal.SIG_IGN)
       prev(self.signum, None)
     raise SystemExit(0)
 
