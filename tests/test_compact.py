@@ -81,6 +81,8 @@ def mixed_run():
     return _group(MIXED, _tcfg(), "learned")
 
 
+# the diverging model's float64 losses pass float32's range: no numpy warning to the user
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("pos,specs", [("learned", MIXED), ("rotary", LOOPED)])
 def test_compact_group_trains_each_model_as_alone(pos, specs, mixed_run):
   with jax.enable_x64(True):

@@ -237,11 +237,12 @@ class GroupRun:
     if self.last_done is not None:  # the device was busy since the previous dispatch ended
       self.rate = n / max(now - self.last_done, 1e-9)
     self.last_done, self.pending = now, None
-    for j, i in enumerate(self.table.holder):
-      if i >= 0:
-        t = first - self.table.entered[i]
-        for name, curve in self.curves.items():
-          curve[t:t + n, i] = got[name][:n, j]
+    with np.errstate(over="ignore"):  # a float64 loss past float32's range is inf here
+      for j, i in enumerate(self.table.holder):
+        if i >= 0:
+          t = first - self.table.entered[i]
+          for name, curve in self.curves.items():
+            curve[t:t + n, i] = got[name][:n, j]
     self.bar.update(n)
     self.hooks.on_progress(first + n, self.rate)
 
