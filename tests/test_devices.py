@@ -83,5 +83,5 @@ def test_three_model_groups_on_two_devices_train_no_filler(tmp_path, reference_r
     assert got[gid]["curves"]["step"] == ref[gid]["curves"]["step"][:6]
     print(f"{gid}: step-10 rel diff {np.abs(a[:, 0] / b[:, 0] - 1).max():.2e}, step-60 "
           f"{np.abs(a[:, -1] / b[:, -1] - 1).max():.2e}")
-    np.testing.assert_allclose(a[:, 0], b[:, 0], rtol=1e-5)  # measured 0 (4 devices: 2.1e-7)
-    np.testing.assert_allclose(a, b, rtol=1e-3)  # at step 60 too (4 devices: 2.2e-5)
+    np.testing.assert_allclose(a[:, 0], b[:, 0], rtol=1e-5)  # measured: BUILD_NOTES
+    np.testing.assert_allclose(a, b, rtol=1e-3)  # float32 drift by step 60

@@ -58,7 +58,7 @@ def test_usr2_mid_group_saves_that_step_and_the_requeued_task_resumes_it(
   """No periodic checkpoint (checkpoint_every = steps): every checkpoint on disk comes
   from the USR2 (submitit's timeout/preemption warning) sent mid-training. The tasks'
   `scontrol` lingers a second after a requeue, as on a loaded host: the SIGTERM that the
-  requeue sends to the job step reaches it before it exits (fresh40, BUILD_NOTES)."""
+  requeue sends to the job step reaches it before it exits."""
   ref, _ = reference_run
   work = tmp_path / "w"
   slow = tmp_path / "bin"

@@ -149,8 +149,8 @@ def test_the_requeue_command_outlives_the_sigterm_its_requeue_sends():
   """Under SLURM the runner hands a USR2 on to submitit's handler, which runs `scontrol
   requeue`: that cancels the job step, and SLURM sends SIGTERM to every process of the
   step, the scontrol still exiting included. Killed so, it failed the task, and
-  `launch/slurm.py --wait` read that error though the requeue went through (fresh40,
-  BUILD_NOTES). Here the handler's command sends itself that SIGTERM."""
+  `launch/slurm.py --wait` read that error though the requeue went through. Here the
+  handler's command sends itself that SIGTERM."""
   from depthscale.sweep.runner import StopFlag
   stop, got = StopFlag(), {}
 
