@@ -166,6 +166,7 @@ def test_non_finite_model_is_frozen_and_others_unchanged():
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.optimized  # executes far more than it compiles
 def test_associative_recall_needs_two_layers():
   """k=1 (induction heads): the 2-layer models pass 95% per-token accuracy; the 1-layer
@@ -187,6 +188,7 @@ def test_associative_recall_needs_two_layers():
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.optimized  # executes far more than it compiles
 def test_word_problem_learns_short_lengths_with_curriculum():
   """Z_5 with the adaptive length curriculum 2 -> 4 -> 8: both models reach the last

@@ -76,3 +76,29 @@ def test_a_group_file_with_the_plan_id_but_other_models_is_refused(tmp_path, ref
   with pytest.raises(Exception, match="holds other models than its group"):
     workdir_lib.merge_results(str(w))
   assert os.path.exists(path)  # reported, left as it is
+
+
+@pytest.mark.parametrize("damage", ["cut", "missing", "garbled"])
+def test_report_rebuilds_a_results_csv_that_lost_rows(reference_run, tmp_path, capsys, damage):
+  """A results.csv cut in half (or gone, or garbled) under finished groups: `report` writes
+  it again from the group files, byte for byte the run's, and says so in one line."""
+  w = _copy(reference_run, tmp_path)
+  whole = (w / "results.csv").read_text()
+  lines = whole.splitlines(keepends=True)
+  assert len(lines) == 1 + 6
+  if damage == "cut":
+    (w / "results.csv").write_text("".join(lines[:4]))  # header + 3 of the 6 models
+  elif damage == "missing":
+    (w / "results.csv").unlink()
+  else:
+    (w / "results.csv").write_text(whole[: len(whole) // 2])  # a row cut mid-line
+  capsys.readouterr()
+  assert cli.main(["report", str(w)]) == 0
+  err = capsys.readouterr().err.strip().splitlines()
+  said = {"cut": "it held 3 of 6 models", "missing": "it was missing",
+          "garbled": "it was damaged"}[damage]
+  assert err == [f"depthscale: results.csv rebuilt from 2 group files: {said}"], err
+  assert (w / "results.csv").read_text() == whole
+  capsys.readouterr()
+  assert cli.main(["report", str(w)]) == 0  # now whole: nothing rebuilt, nothing said
+  assert capsys.readouterr().err == ""

@@ -116,6 +116,7 @@ def _study(compute_dtype):
   return c
 
 
+@pytest.mark.learning
 @pytest.mark.optimized  # executes far more than it compiles
 def test_bfloat16_study_tracks_float32_on_associative_recall():
   """model.compute_dtype=bfloat16 through the study's path (validate, plan, model
@@ -229,3 +230,38 @@ def test_remat_gives_the_same_losses_and_gradients_in_less_memory():
         f"{err:.2e} (< 1e-5); temp bytes {temp['none']} -> {temp['block']}")
   assert loss_err < 1e-6 and err < 1e-5
   assert temp["block"] < temp["none"]
+
+
+def _autodiff_layer_norm(x, scale, bias, mask, eps=1e-5):
+  """The masked LayerNorm as plain jnp, differentiated by JAX: the reference for the
+  written-out backward pass (transformer._norm_bwd)."""
+  n, mask, scale, bias = jnp.sum(mask), mask[None], scale[None], bias[None]
+  mean = jnp.sum(x * mask, -1, keepdims=True) / n
+  c = (x - mean) * mask
+  var = jnp.sum(c * c, -1, keepdims=True) / n
+  return c * jax.lax.rsqrt(var + eps) * scale + bias * mask
+
+
+@pytest.mark.parametrize("active", [16, 11])
+def test_layer_norm_backward_is_autodiffs(active):
+  """float64, a full and a padded width (5 units masked), under vmap over a batch (as the
+  model runs it): values and the gradients of x, scale and bias equal autodiff's of the
+  plain formula to rounding; padded units get exactly zero gradient."""
+  with jax.enable_x64(True):
+    k1, k2, k3, k4 = jax.random.split(jax.random.key(3), 4)
+    x = jax.random.normal(k1, (4, 7, 16), jnp.float64) * 3 + 1
+    scale = 1 + 0.1 * jax.random.normal(k2, (16,), jnp.float64)
+    bias = 0.1 * jax.random.normal(k3, (16,), jnp.float64)
+    mask = (jnp.arange(16) < active).astype(jnp.float64)
+    w = jax.random.normal(k4, (4, 7, 16), jnp.float64)
+    def loss(fn):
+      return lambda x, s, b: jnp.sum(jnp.sin(jax.vmap(lambda r: fn(r, s, b, mask))(x)) * w)
+    got = jax.value_and_grad(loss(transformer.masked_layer_norm), argnums=(0, 1, 2))(
+        x, scale, bias)
+    want = jax.value_and_grad(loss(_autodiff_layer_norm), argnums=(0, 1, 2))(x, scale, bias)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    for g, r in zip(got[1], want[1]):
+      np.testing.assert_allclose(g, r, rtol=1e-11, atol=1e-13)
+    if active < 16:
+      assert np.all(np.asarray(got[1][0])[..., active:] == 0)
+      assert np.all(np.asarray(got[1][1])[active:] == 0)

@@ -311,3 +311,34 @@ def test_numpy_ints_keep_the_structural_contract(tmp_path):
         return np.int64(3)'''))
   from depthscale.tasks import structure
   assert structure.structural(tasks.make(f"{tmp_path}/t.py:B"), [8, 16]) == []
+
+
+@pytest.mark.parametrize("command", ["check", "show"])
+def test_a_tasks_own_length_refusal_reaches_the_user_in_one_line(command, tmp_path,
+                                                                 monkeypatch, capsys):
+  """`tasks check|show --length 5` on a task whose check_length raises ValueError: the
+  task's own words, naming it, exit 2 (not a traceback)."""
+  (tmp_path / "t.py").write_text(variant('''
+      def check_length(self, length):
+        if length % 2:
+          raise ValueError("length must be even")'''))
+  line = refused(["tasks", command, f"{tmp_path}/t.py:B", "--length", "5", "--no-cost"]
+                 [: 6 if command == "check" else 5], ["task B refuses --length 5",
+                                                      "length must be even"],
+                 str(tmp_path), monkeypatch, capsys)
+  assert line.count("length must be even") == 1
+
+
+def test_tasks_list_names_an_entry_point_a_builtin_shadows(monkeypatch, capsys):
+  """The built-in keeps its row (it works); the entry point gets its own row saying it is
+  shadowed, how to reach it and what to rename."""
+  class EP:
+    name, value, dist = "khop", "theirs.tasks:KHop", None
+  monkeypatch.setattr(tasks.sources, "entry_points", lambda: {"khop": EP()})
+  capsys.readouterr()
+  assert cli.main(["tasks", "list"]) == 0
+  rows = [l for l in capsys.readouterr().out.splitlines() if l.startswith("khop ")]
+  assert len(rows) == 2, rows
+  assert "built-in" in rows[0] and "BROKEN" not in rows[0] and "k-hop" in rows[0]
+  assert "entry point theirs.tasks:KHop" in rows[1] and "SHADOWED by the built-in 'khop'" \
+      in rows[1] and "rename the entry point" in rows[1] and "theirs.tasks:KHop" in rows[1]

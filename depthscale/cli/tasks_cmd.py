@@ -75,12 +75,13 @@ def cmd_tasks_list(args, extras) -> int:
   rows = []
   for name in tasks.names():
     try:
-      cls = tasks.sources.find(name, tasks.REGISTRY)
+      cls = tasks.REGISTRY.get(name) or tasks.sources.find(name, tasks.REGISTRY)
       doc = (cls.__doc__ or "").strip().splitlines()
       about = doc[0] if doc else ""
     except UserError as e:
       about = f"BROKEN: {e}"
     rows.append((name, tasks.origin(name), about))
+  rows += _shadowed_rows()
   width = [max(len(r[i]) for r in rows) for i in range(2)]
   for name, where, about in rows:
     print(f"{name:<{width[0]}}  {where:<{width[1]}}  {about}")
@@ -88,12 +89,30 @@ def cmd_tasks_list(args, extras) -> int:
   return 0
 
 
+def _shadowed_rows() -> list[tuple[str, str, str]]:
+  """A row for each installed entry point named like a built-in: the built-in wins the
+  name, so the row says how to reach the package's task and what to rename."""
+  rows = []
+  for name, ep in sorted(tasks.sources.entry_points().items()):
+    if name in tasks.REGISTRY:
+      dist = getattr(getattr(ep, "dist", None), "name", None) or "an installed package"
+      rows.append((name, f"entry point {ep.value} ({dist})",
+                   f"SHADOWED by the built-in {name!r}: rename the entry point in {dist}'s "
+                   f"entry_points (group {tasks.sources.ENTRY_POINTS}), or give the task as "
+                   f"{ep.value}"))
+  return rows
+
+
 def _task_and_length(args, extras, refuse=True):
   task = tasks.make(args.name, **parse_task_options(extras))
   if args.length is None and refuse:
     _refuse_broken(task, [])  # default_length among the attributes
   length = task.default_length if args.length is None else args.length
-  task.check_length(length)  # before any JAX work
+  try:
+    task.check_length(length)  # before any JAX work
+  except ValueError as e:  # a UserError, or the ValueError base.py asks a task for
+    raise UserError(f"task {type(task).__name__} refuses --length {length!r}: "
+                    f"{' '.join(str(e).split())[:200]}") from None
   if not 0 <= args.seed < 2**32:
     raise UsageError(f"--seed {args.seed}: give a seed in [0, 2^32) (JAX keeps 32 bits)")
   return task, length

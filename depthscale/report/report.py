@@ -1,12 +1,14 @@
 """A sweep's report: reads a workdir's files, writes fits.json, report.md and plots/*.png.
 
-Works from results.csv, the plan's groups/<id>.json and config.json only; never imports
+Works from results.csv, the plan's groups/<id>.json and config.json only (a results.csv that
+disagrees with the group files is written again from them); never imports
 jax, core/ or model/. The plots are drawn by plots.py; every write goes through io/atomic.py.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 from depthscale.errors import UserError
 from depthscale.io import atomic
@@ -26,12 +28,13 @@ def load_workdir(workdir: str) -> dict:
   found, stray = workdir_lib.read_groups(workdir)  # the plan's groups only
   workdir_lib.say_ignored(stray)
   groups = [{**g, "id": gid} for gid, g in found.items()]
+  csv_damaged = False
   try:
     csv_rows = workdir_lib.read_results_csv(workdir)
   except UserError:
     if not groups:
       raise
-    csv_rows = None  # the report is built from groups/ anyway
+    csv_rows, csv_damaged = None, True  # the report is built from groups/ anyway
   if groups:
     rows, source = [r for g in groups for r in g["rows"]], "groups/*.json"
   elif csv_rows and workdir_lib.read_plan(workdir) is not None:
@@ -44,7 +47,22 @@ def load_workdir(workdir: str) -> dict:
     raise FileNotFoundError(f"{workdir} has neither results.csv nor groups/*.json; "
                             "run the sweep (or point at its workdir) first")
   return dict(config=config, rows=rows, groups=groups, source=source,
-              csv_count=None if csv_rows is None else len(csv_rows))
+              csv_count=None if csv_rows is None else len(csv_rows), csv_damaged=csv_damaged)
+
+
+def mend_results_csv(workdir: str, data: dict) -> None:
+  """results.csv written again from the group files when it disagrees with them (cut,
+  damaged, missing rows or missing), with one line on stderr saying what it held; `data`
+  (load_workdir's) then counts the new file. A results.csv with no plan is left alone."""
+  groups, k = data["groups"], len(data["rows"])
+  if not groups or (data["csv_count"] == k and not data["csv_damaged"]):
+    return
+  held = ("was damaged" if data["csv_damaged"] else "was missing" if data["csv_count"] is None
+          else f"held {data['csv_count']} of {k} models")
+  workdir_lib.merge_results(workdir)
+  data["csv_count"], data["csv_damaged"] = k, False
+  print(f"depthscale: results.csv rebuilt from {len(groups)} group files: it {held}",
+        file=sys.stderr)
 
 
 _fmt = sections.fmt
@@ -156,6 +174,7 @@ def build_report(workdir: str) -> str:
   """Writes fits.json, claims.json, report.md and plots/*.png into `workdir`; returns
   report.md's path."""
   data = load_workdir(workdir)
+  mend_results_csv(workdir, data)
   rows, groups, config = fits.measured(data["rows"]), data["groups"], data["config"]
   rep = config.get("report") or {}
   threshold = (config.get("eval") or {}).get("threshold", 0.95)
