@@ -151,20 +151,22 @@ def test_bfloat16_study_tracks_float32_on_associative_recall():
   assert learnt["bfloat16"] < 0.2 and learnt["float32"] < 0.2
 
 
+@pytest.mark.parametrize("kernel", ["dot_product", "cudnn"])
 @pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("float64", 3e-6)])
-def test_dot_product_attention_equals_einsum_and_keeps_padding_exact(dtype, tol):
+def test_dot_product_attention_equals_einsum_and_keeps_padding_exact(dtype, tol, kernel):
   """jax.nn.dot_product_attention computes what the einsum path computes (its softmax is
   float32 even for float64 inputs: hence the float64 tolerance) in a padded mixed-shape
   group with rotary positions: outputs, and in float32 losses and gradients too. Padded
   heads and head units are exact: their gradients are exactly zero, and a padded model
   outputs what its true shape outputs (to the float32 softmax's rounding: XLA's exp may
-  differ by an ulp from one program to another)."""
+  differ by an ulp from one program to another). `cudnn` here: its fallback for float32
+  and float64 inputs (the XLA kernel, the per-model scale folded into q)."""
   task = tasks.make("khop", k=1)
   grads = dtype == "float32"  # float64: outputs only (each gradient program compiles ~3 s)
   with jax.enable_x64(dtype == "float64"):
     batch = task.sample(jax.random.key(1), 4, 8)
     got = {}
-    for attention in ("einsum", "dot_product"):
+    for attention in ("einsum", kernel):
       cfg, params_M, arch_M = _group(task, MIXED, 8, pos="rotary", dtype=dtype,
                                      attention=attention)
       if grads:
@@ -180,14 +182,14 @@ def test_dot_product_attention_equals_einsum_and_keeps_padding_exact(dtype, tol)
     alone_out = np.asarray(jax.jit(lambda p: _apply(
         tcfg, p, transformer.arch_for(tcfg, s.depth, s.width, s.heads), batch.inputs))(alone))
   (loss_e, out_e), grads_e = got["einsum"]
-  (loss_d, out_d), grads_d = got["dot_product"]
+  (loss_d, out_d), grads_d = got[kernel]
   assert out_d.dtype == np.dtype(dtype)
   rel = lambda a, b: np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
   err = max([rel(out_d, out_e), rel(loss_d, loss_e)] +
             [rel(a, b) for a, b in zip(jax.tree.leaves(grads_d), jax.tree.leaves(grads_e))])
   pad_err = rel(out_d[1], alone_out)
   pad_tol = {"float32": 1e-5, "float64": 1e-6}[dtype]
-  print(f"margin dot_product vs einsum ({dtype}): max relative difference {err:.2e} "
+  print(f"margin {kernel} vs einsum ({dtype}): max relative difference {err:.2e} "
         f"(< {tol}); padded vs true shape {pad_err:.2e} (< {pad_tol})")
   assert err < tol and pad_err < pad_tol
   if grads:
@@ -197,10 +199,54 @@ def test_dot_product_attention_equals_einsum_and_keeps_padding_exact(dtype, tol)
     assert np.abs(q[1, :, :12, :2, :6]).min() > 0  # the true ones do learn
 
 
-def test_auto_attention_is_dot_product_on_gpu_only():
-  want = "dot_product" if jax.default_backend() == "gpu" else "einsum"
-  assert transformer.attention_impl("auto") == want
-  assert transformer.attention_impl("einsum") == "einsum"
+@pytest.mark.parametrize("backend", ["cpu", "gpu", "tpu"])
+def test_auto_settings_are_the_devices_fastest(backend, monkeypatch):
+  """`auto` resolved for each backend (BUILD_NOTES, the one-model step): on a GPU cuDNN's
+  flash attention where it applies (bf16/f16, head size a multiple of 8 up to 128) and XLA's
+  kernel otherwise; remat=block and every stack unrolled on an accelerator; on a CPU einsum,
+  no remat, stacks unrolled up to CPU_UNROLL_DEPTH. An explicit choice always wins."""
+  monkeypatch.setattr(jax, "default_backend", lambda: backend)
+  bf16, f32 = jnp.bfloat16, jnp.float32
+  want = {"cpu": ("einsum", "einsum", "einsum", "none"),
+          "gpu": ("cudnn", "dot_product", "dot_product", "block"),
+          "tpu": ("einsum", "einsum", "einsum", "block")}[backend]
+  assert (transformer.attention_impl("auto", bf16, 64), transformer.attention_impl("auto", f32, 64),
+          transformer.attention_impl("auto", bf16, 12), transformer.remat_policy("auto")) == want
+  assert transformer.attention_impl("auto", bf16, 256) == ("dot_product" if backend == "gpu"
+                                                           else "einsum")
+  deep = transformer.unroll_layers("auto", 24, "auto")
+  shallow = transformer.unroll_layers("auto", transformer.CPU_UNROLL_DEPTH, "auto")
+  assert (deep, shallow) == ((False, True) if backend == "cpu" else (True, True))
+  assert not transformer.unroll_layers("auto", 2, "block") or backend != "cpu"
+  for name, fn in (("einsum", transformer.attention_impl), ("none", transformer.remat_policy)):
+    assert fn(name) == name
+  assert not transformer.unroll_layers("none", 2, "none")
+  assert transformer.unroll_layers("full", 24, "block")
+  assert transformer.remat_policy("auto", "gpu") == "block"  # a plan's target platform
+  assert transformer.remat_policy("auto", "cpu") == "none"
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu",
+                    reason="cuDNN's attention kernel runs only on a GPU (its CPU fallback, "
+                           "the XLA kernel, is tested beside einsum above)")
+def test_cudnn_attention_equals_einsum_on_a_gpu():
+  """bfloat16 q, k, v with a per-model traced scale, vmapped over models and batch as the
+  engine runs it: outputs and gradients of cuDNN's kernel against einsum within bf16's
+  rounding."""
+  ks = jax.random.split(jax.random.key(0), 4)
+  q, k, v, w = (jax.random.normal(x, (3, 4, 128, 8, 64), jnp.float32) for x in ks)
+  head_dim = jnp.asarray([64.0, 48.0, 64.0])
+
+  def loss(kernel):
+    def per_model(q, k, v, w, hd):
+      o = jax.vmap(lambda a, b, c: transformer.causal_attention(a, b, c, hd, kernel))(
+          q.astype(jnp.bfloat16), k.astype(jnp.bfloat16), v.astype(jnp.bfloat16))
+      return jnp.sum(o.astype(jnp.float32) * w)
+    return jax.jit(jax.vmap(jax.value_and_grad(per_model, argnums=(0, 1, 2))))
+  (l_c, g_c), (l_e, g_e) = (loss(x)(q, k, v, w, head_dim) for x in ("cudnn", "einsum"))
+  np.testing.assert_allclose(l_c, l_e, rtol=2e-2)
+  for a, b in zip(g_c, g_e):
+    assert float(jnp.max(jnp.abs(a - b))) < 0.05 * float(jnp.max(jnp.abs(b)))
 
 
 # A looped group of 3-layer blocks: without remat the layer scan is unrolled, with it not.

@@ -12,8 +12,11 @@ from depthscale.model import transformer
 def add(c: ml_collections.ConfigDict) -> None:
   c.model = ml_collections.ConfigDict(dict(heads=4, head_dim=0, mlp_ratio=4, pos="learned",
                                            dtype="float32", compute_dtype="float32",
-                                           attention="auto", remat="none"))
+                                           attention="auto", remat="auto", unroll="auto"))
   # head_dim > 0: heads = width // head_dim for each width (else model.heads everywhere)
+  # attention, remat, unroll: how the one model is computed (model/transformer.py); auto
+  # picks the fastest measured on the device the study runs on. They change memory and
+  # speed, not the function trained, so a workdir may be rerun with others.
 
 
 def check(c, widths) -> None:
@@ -36,3 +39,4 @@ def check(c, widths) -> None:
                       "model.dtype=float32 (or compute_dtype=float32)")
   choice(c, "model.attention", transformer.ATTENTIONS)
   choice(c, "model.remat", transformer.REMATS)
+  choice(c, "model.unroll", transformer.UNROLLS)

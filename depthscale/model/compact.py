@@ -13,10 +13,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from depthscale.model import transformer
 from depthscale.model.transformer import Arch, Block, LayerNorm, ModelConfig
 
 MAX_BANDS = 4  # layer bands per stack (and repeat bands per looped stack); see BUILD_NOTES
-UNROLL_DEPTH = 8  # stacks up to this deep are unrolled (scanned bands: slower on CPU)
+UNROLL_DEPTH = 8  # unroll=auto on a CPU: stacks up to this deep are unrolled (scanned bands:
+                  # slower on CPU); every stack on an accelerator (transformer.unroll_layers)
 
 
 def order(shapes, lanes: int) -> list[int]:
@@ -85,7 +87,7 @@ def _layer(cfg: ModelConfig):
   def one(p, x_BxTxD, on, arch):
     return jax.vmap(lambda x: block.apply({"params": p}, x, on, arch))(x_BxTxD)
   f = jax.vmap(one)
-  return jax.checkpoint(f) if cfg.remat == "block" else f
+  return jax.checkpoint(f) if transformer.remat_policy(cfg.remat) == "block" else f
 
 
 def _split(tree, cuts, axis=1):
@@ -112,7 +114,7 @@ def _layers(cfg, f, layer_M, x_MxBxTxD, on_MxL, arch_M: Arch, counts_L):
   spans = bands(counts_L)
   cuts = [a for a, _ in spans[1:]]
   params, ons = _split(layer_M, cuts), _split(on_MxL, cuts)
-  unroll = cfg.depth <= UNROLL_DEPTH and cfg.remat == "none"  # never with remat (Stack)
+  unroll = transformer.unroll_layers(cfg.unroll, cfg.depth, cfg.remat, UNROLL_DEPTH)
   x, done = x_MxBxTxD, []
   for (a, b), p, on in zip(spans, params, ons):
     m = counts_L[a]

@@ -4,26 +4,34 @@ The model's static shape (ModelConfig) may be larger than the true shape of the 
 it runs: per-model `Arch` data (layer/repeat mask, width mask, true head size) makes a
 zero-padded parameter tree compute exactly what the true-shape model computes.
 Options: a compute dtype (bfloat16 matmuls; softmax, norms, rotary angles and outputs
-stay in `dtype`), the attention kernel, and rematerialised layers.
+stay in `dtype`), and how the same function is computed: the attention kernel,
+rematerialised layers and the unrolled layer stack, each `auto` by default (the fastest
+measured on the device it runs on).
 Written for one model; never imports core/, sweep/ or tasks/.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
 
+from depthscale.model.layer_norm import LayerNorm, masked_layer_norm  # noqa: F401
+
 
 # The valid values of ModelConfig's options (a study's model section), each acted on below
 POSITIONS = ("learned", "rotary", "none")     # pos: a learned table, rotary q/k, or none
 DTYPES = ("float32", "float64")               # dtype: parameters and activations
 COMPUTE_DTYPES = ("float32", "bfloat16")      # compute_dtype: matmuls (float32: in dtype)
-ATTENTIONS = ("einsum", "dot_product", "auto")  # attention: the kernel (attention_impl)
-REMATS = ("none", "block")                    # remat: what the backward pass recomputes
+ATTENTIONS = ("einsum", "dot_product", "cudnn", "auto")  # attention: the kernel
+                                              # (attention_impl; cudnn: GPU only, else
+                                              # the XLA kernel with the same folded scale)
+REMATS = ("none", "block", "auto")            # remat: what the backward pass recomputes
+                                              # (remat_policy)
+UNROLLS = ("none", "full", "auto")            # unroll: the layer stack's scan (unroll_layers)
+ACCELERATORS = ("gpu", "tpu")                 # where `auto` picks the accelerator's settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +53,13 @@ class ModelConfig:
                                     # "float32", what a config writes: in dtype);
                                     # parameters, layer-norm statistics, attention softmax,
                                     # rotary angles, final norm, head and outputs in dtype
-  attention: str = "einsum"      # einsum | dot_product (jax.nn.dot_product_attention) | auto
-  remat: str = "none"            # none | block (each layer recomputed in the backward pass)
+  # How the model is computed (the same function either way); auto: the fastest measured
+  # on the device it runs on (attention_impl, remat_policy, unroll_layers).
+  attention: str = "auto"        # einsum | dot_product (jax.nn.dot_product_attention) |
+                                 # cudnn (its flash kernel on a GPU) | auto
+  remat: str = "auto"            # none | block (each layer recomputed in the backward pass)
+                                 # | auto
+  unroll: str = "auto"           # none (a rolled scan) | full (every layer unrolled) | auto
 
   def __post_init__(self):
     if self.compute_dtype == "float32":  # what a config writes for "no reduced precision"
@@ -76,70 +89,6 @@ def arch_for(cfg: ModelConfig, depth: int, width: int, heads: int, repeats: int 
       head_dim=jnp.asarray(width // heads, f32))
 
 
-def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
-  """LayerNorm whose statistics run over the active units only; padded units give 0.
-  Computed in the parameters' dtype, returned in the input's. Its backward pass is
-  written out (_norm_bwd): it keeps the normalised input and one scale per row, where
-  autodiff kept several float tensors of the input's size and ran more passes over them
-  (BUILD_NOTES, the one-model step)."""
-  out_dtype = x_TxD.dtype
-  y_TxD = _norm(x_TxD.astype(scale_D.dtype), scale_D, bias_D, mask_D, eps)
-  return y_TxD.astype(out_dtype)
-
-
-def _norm_parts(x_TxD, mask_D, eps):
-  """(x normalised over the active units, 1 / std per row, the active count)."""
-  n = jnp.sum(mask_D)
-  m_1xD = mask_D[None]
-  mean_Tx1 = jnp.sum(x_TxD * m_1xD, -1, keepdims=True) / n
-  centred_TxD = (x_TxD - mean_Tx1) * m_1xD
-  var_Tx1 = jnp.sum(centred_TxD * centred_TxD, -1, keepdims=True) / n
-  rstd_Tx1 = jax.lax.rsqrt(var_Tx1 + eps)
-  return centred_TxD * rstd_Tx1, rstd_Tx1, n
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _norm(x_TxD, scale_D, bias_D, mask_D, eps):
-  xhat_TxD, _, _ = _norm_parts(x_TxD, mask_D, eps)
-  return xhat_TxD * scale_D[None] + bias_D[None] * mask_D[None]
-
-
-def _norm_fwd(x_TxD, scale_D, bias_D, mask_D, eps):
-  xhat_TxD, rstd_Tx1, n = _norm_parts(x_TxD, mask_D, eps)
-  y_TxD = xhat_TxD * scale_D[None] + bias_D[None] * mask_D[None]
-  return y_TxD, (xhat_TxD, rstd_Tx1, n, scale_D, mask_D)
-
-
-def _norm_bwd(eps, res, g_TxD):
-  """The LayerNorm gradient over the active units: dx = rstd (gs - mean(gs) - xhat
-  mean(gs xhat)) with gs = g * scale, means over the n active units, 0 on padded ones."""
-  del eps
-  xhat_TxD, rstd_Tx1, n, scale_D, mask_D = res
-  m_1xD = mask_D[None]
-  gs_TxD = g_TxD * scale_D[None] * m_1xD
-  mean_gs_Tx1 = jnp.sum(gs_TxD, -1, keepdims=True) / n
-  mean_gsx_Tx1 = jnp.sum(gs_TxD * xhat_TxD, -1, keepdims=True) / n
-  dx_TxD = rstd_Tx1 * (gs_TxD - (mean_gs_Tx1 + xhat_TxD * mean_gsx_Tx1) * m_1xD)
-  rows = tuple(range(g_TxD.ndim - 1))
-  d_scale = jnp.sum(g_TxD * xhat_TxD, rows)
-  d_bias = jnp.sum(g_TxD * m_1xD, rows)
-  return dx_TxD, d_scale, d_bias, jnp.zeros_like(mask_D)
-
-
-_norm.defvjp(_norm_fwd, _norm_bwd)
-
-
-class LayerNorm(nn.Module):
-  dtype: str = "float32"
-
-  @nn.compact
-  def __call__(self, x_TxD, mask_D):
-    d = x_TxD.shape[-1]
-    scale = self.param("scale", nn.initializers.ones, (d,), self.dtype)
-    bias = self.param("bias", nn.initializers.zeros, (d,), self.dtype)
-    return masked_layer_norm(x_TxD, scale, bias, mask_D)
-
-
 def rotate(x_TxHxK, head_dim):
   """Rotary embedding on interleaved pairs, frequencies from the true head size. Angles
   and the rotation are computed in at least float32 (bfloat16 holds positions exactly
@@ -156,13 +105,53 @@ def rotate(x_TxHxK, head_dim):
   return out.reshape(x_TxHxK.shape).astype(x_TxHxK.dtype)
 
 
-def attention_impl(name: str) -> str:
-  """`auto` resolved at trace time: dot_product on GPU, einsum elsewhere."""
-  if name == "auto":
-    return "dot_product" if jax.default_backend() == "gpu" else "einsum"
+def on_accelerator(platform: str | None = None) -> bool:
+  """Whether `platform` (default: JAX's default backend) is a GPU or TPU."""
+  return (platform or jax.default_backend()) in ACCELERATORS
+
+
+def attention_impl(name: str, dtype=jnp.float32, head_dim: int = 64) -> str:
+  """The kernel, `auto` resolved at trace time: on a GPU, cuDNN's flash attention where it
+  applies (bfloat16 or float16 inputs, a head size that is a multiple of 8 up to 128) and
+  XLA's dot_product kernel otherwise; einsum elsewhere (as fast on a CPU, and its softmax
+  keeps float64). `cudnn` off a GPU runs the XLA kernel with the same folded scale."""
   if name not in ATTENTIONS:
     raise ValueError(f"unknown attention {name!r}")
+  gpu = jax.default_backend() == "gpu"
+  if name == "auto":
+    if not gpu:
+      return "einsum"
+    fits = jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim % 8 == 0 \
+        and head_dim <= 128
+    return "cudnn" if fits else "dot_product"
   return name
+
+
+def remat_policy(name: str, platform: str | None = None) -> str:
+  """none | block, `auto` resolved at trace time (or for `platform`): block on an
+  accelerator, where storing every layer's activations made the step slower than
+  recomputing them (BUILD_NOTES, the one-model step); none on a CPU, where remat saved no
+  time."""
+  if name not in REMATS:
+    raise ValueError(f"unknown remat {name!r}")
+  if name == "auto":
+    return "block" if on_accelerator(platform) else "none"
+  return name
+
+
+CPU_UNROLL_DEPTH = 6  # auto on a CPU: stacks up to this deep are unrolled
+
+
+def unroll_layers(name: str, depth: int, remat: str, cpu_depth: int = CPU_UNROLL_DEPTH) -> bool:
+  """Whether the layer stack is unrolled, `auto` resolved at trace time. On an accelerator
+  every stack is unrolled: a rolled scan copies the stacked layer buffers every step. On
+  a CPU only stacks up to `cpu_depth` without remat: measured +26% (tiny) and +48%
+  (small) throughput, and unrolled, remat saved no memory on XLA CPU (BUILD_NOTES)."""
+  if name not in UNROLLS:
+    raise ValueError(f"unknown unroll {name!r}")
+  if name == "auto":
+    return on_accelerator() or (depth <= cpu_depth and remat_policy(remat) == "none")
+  return name == "full"
 
 
 def causal_attention(q_TxHxK, k_TxHxK, v_TxHxK, head_dim, impl: str):
@@ -174,7 +163,13 @@ def causal_attention(q_TxHxK, k_TxHxK, v_TxHxK, head_dim, impl: str):
   if impl == "dot_product":  # scale is per-model data (a tracer): fine for the XLA kernel
     return jax.nn.dot_product_attention(q_TxHxK, k_TxHxK, v_TxHxK,
                                         scale=jax.lax.rsqrt(head_dim), is_causal=True,
-                                        implementation=None)
+                                        implementation="xla")
+  if impl == "cudnn":  # cuDNN takes a static scale only: the per-model one folded into q
+    q_TxHxK = q_TxHxK * jax.lax.rsqrt(head_dim).astype(q_TxHxK.dtype)
+    fits = jax.default_backend() == "gpu" and q_TxHxK.dtype in (jnp.bfloat16, jnp.float16)
+    kernel = "cudnn" if fits else "xla"  # the fallback off a GPU, or for float32 inputs
+    return jax.nn.dot_product_attention(q_TxHxK, k_TxHxK, v_TxHxK, scale=1.0,
+                                        is_causal=True, implementation=kernel)
   wide = jnp.promote_types(q_TxHxK.dtype, jnp.float32)
   bf16 = jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if q_TxHxK.dtype == jnp.bfloat16 else None
   t = q_TxHxK.shape[0]
@@ -205,7 +200,7 @@ class Block(nn.Module):
     if cfg.pos == "rotary":
       q_TxHxK, k_TxHxK = rotate(q_TxHxK, arch.head_dim), rotate(k_TxHxK, arch.head_dim)
     o_TxHxK = causal_attention(q_TxHxK, k_TxHxK, v_TxHxK, arch.head_dim,
-                               attention_impl(cfg.attention))
+                               attention_impl(cfg.attention, q_TxHxK.dtype, k))
     x_TxD = x_TxD + on * nn.DenseGeneral(d, axis=(-2, -1), kernel_init=init, **dt, name="o")(o_TxHxK)
     y = LayerNorm(cfg.dtype, name="ln2")(x_TxD, arch.width_mask_D)
     y = nn.gelu(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, **dt, name="mlp_in")(y))
@@ -220,19 +215,15 @@ class Stack(nn.Module):
 
   @nn.compact
   def __call__(self, x_TxD, arch: Arch):
-    if self.cfg.remat not in REMATS:
-      raise ValueError(f"unknown remat {self.cfg.remat!r}")
-    layer = nn.remat(Block) if self.cfg.remat == "block" else Block
+    remat = remat_policy(self.cfg.remat)
+    layer = nn.remat(Block) if remat == "block" else Block
 
     def body(block, x, on):
       return block(x, on, arch), None
-    # Unrolled for shallow stacks: measured +26% (tiny) and +48% (small) engine
-    # throughput on CPU (no per-step copies of the stacked layer buffers; BUILD_NOTES).
-    # Never with remat: unrolled, remat saved no memory on XLA CPU (BUILD_NOTES).
-    # Never at init: unrolled, XLA compiles one random sampler per layer (the init's
-    # compile time grew with depth); rolled, the same numbers (tests/test_core.py).
-    unroll = (self.cfg.depth if self.cfg.depth <= 6 and self.cfg.remat == "none"
-              and not self.is_initializing() else 1)
+    # Never unrolled at init: unrolled, XLA compiles one random sampler per layer (the
+    # init's compile time grew with depth); rolled, the same numbers (tests/test_core.py).
+    unrolled = unroll_layers(self.cfg.unroll, self.cfg.depth, self.cfg.remat)
+    unroll = self.cfg.depth if unrolled and not self.is_initializing() else 1
     scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
                    length=self.cfg.depth, unroll=unroll)
     x_TxD, _ = scan(layer(self.cfg, name="layer"), x_TxD, arch.layer_mask_L)

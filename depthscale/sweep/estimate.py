@@ -8,16 +8,18 @@ formats).
 from __future__ import annotations
 
 from depthscale import devices as devices_lib
+from depthscale.model import transformer
 from depthscale.sweep import plan, probe
 
 
-def _row(study, g):
+def _row(study, g, platform: str):
   c = study.config
   computed, useful = plan.group_cost(g, study.seq_len(g.length), c.train.batch_size,
                                      c.train.steps, c.model.mlp_ratio, study.output_dim)
   return dict(id=g.id, models=len(g.cells), length=g.length, shape=list(g.padded_shape()),
               computed_flops=computed, useful_flops=useful,
-              models_per_chunk=g.models_per_chunk, remat=study.model_options(g)["remat"],
+              models_per_chunk=g.models_per_chunk,
+              remat=transformer.remat_policy(study.model_options(g)["remat"], platform),
               layout=g.layout)
 
 
@@ -26,7 +28,7 @@ def from_probes(study, groups, devs, progress=lambda it, total: it) -> dict:
   c, rows = study.config, []
   for g in progress(groups, len(groups)):
     p = probe.of_group(study, g, devs)
-    rows.append(dict(_row(study, g), compile_s=p.compile_s, step_s=p.step_s,
+    rows.append(dict(_row(study, g, devs[0].platform), compile_s=p.compile_s, step_s=p.step_s,
                      est_train_s=p.step_s * c.train.steps, memory_bytes=p.memory_bytes,
                      memory_source="compiled"))
   d = devs[0]
@@ -53,7 +55,7 @@ def from_flops(study, groups, device: str | None) -> dict:
     limit = spec.memory_gb * 1e9
   rate, rows = devices_lib.rate(peak, c.plan.mfu), []
   for g in groups:
-    r = _row(study, g)
+    r = _row(study, g, "cpu" if spec is None else spec.platform)
     step_s = r["computed_flops"] / c.train.steps / rate
     mem = plan.memory_bytes(g, study.seq_len(g.length), c.train.batch_size,
                             c.model.mlp_ratio, study.vocab, study.output_dim)

@@ -99,7 +99,7 @@ class Study:
     (if any) wins."""
     m = self.config.model
     return dict(pos=m.pos, mlp_ratio=m.mlp_ratio, dtype=m.dtype, compute_dtype=m.compute_dtype,
-                attention=m.attention, remat=(g and g.remat) or m.remat)
+                attention=m.attention, remat=(g and g.remat) or m.remat, unroll=m.unroll)
 
   def start_jax(self) -> None:
     """JAX settings every program of the study is compiled under (run and plan alike)."""
@@ -161,10 +161,21 @@ def split_cpu(count: int) -> None:
           f"device(s) (XLA_FLAGS or an earlier start); training on those", file=sys.stderr)
 
 
+# The model options that say how the one model is computed, not which model: the memory
+# fit changes remat per group as it is; a rerun may choose other kernels.
+HOW_COMPUTED = ("attention", "remat", "unroll")
+
+
 def identity(c) -> dict:
-  """The fields that decide a workdir's results (all but NON_IDENTITY)."""
-  d = json.loads(c.to_json_best_effort())
-  return {k: v for k, v in d.items() if k not in NON_IDENTITY}
+  """The fields that decide a workdir's results (all but NON_IDENTITY and HOW_COMPUTED)."""
+  return _comparable(json.loads(c.to_json_best_effort()))
+
+
+def _comparable(d: dict) -> dict:
+  out = {k: v for k, v in d.items() if k not in NON_IDENTITY}
+  if isinstance(out.get("model"), dict):
+    out["model"] = {k: v for k, v in out["model"].items() if k not in HOW_COMPUTED}
+  return out
 
 
 def claim_workdir(study: Study, workdir: str, write: bool = True) -> None:
@@ -179,10 +190,9 @@ def claim_workdir(study: Study, workdir: str, write: bool = True) -> None:
     if write:
       workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
     return
-  old = json.loads(saved_config(workdir, saved).to_json_best_effort())
-  new = json.loads(c.to_json_best_effort())
-  diff = sorted(k for k in set(identity(c)) | {k for k in old if k not in NON_IDENTITY}
-                if old.get(k) != new.get(k))
+  old = _comparable(json.loads(saved_config(workdir, saved).to_json_best_effort()))
+  new = identity(c)
+  diff = sorted(k for k in set(new) | set(old) if old.get(k) != new.get(k))
   if diff:
     raise config_lib.ConfigError(
         f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
