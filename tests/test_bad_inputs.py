@@ -156,7 +156,7 @@ ROWS = [
                                                 "--config.model.dtype=float64"],
      ["model.compute_dtype", "float64"]),
     ("unknown model.attention", ["--config.model.attention=flash"],
-     ["model.attention", "valid: einsum, dot_product, auto"]),
+     ["model.attention", "valid: einsum, dot_product, cudnn, auto"]),
     ("unknown model.remat", ["--config.model.remat=full"], ["model.remat", "valid: none, block"]),
     ("lease_s 0", ["--config.lease_s=0"], ["lease_s"]),
 ]

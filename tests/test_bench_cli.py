@@ -18,8 +18,9 @@ TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_s
 
 @pytest.fixture
 def tiny_presets(monkeypatch):
-  for name in shapes.PRESETS:
-    monkeypatch.setitem(shapes.PRESETS, name, shapes.Preset(**TINY))
+  for name, p in shapes.PRESETS.items():  # each keeps its grid, dtype and CPU size's use
+    monkeypatch.setitem(shapes.PRESETS, name, dataclasses.replace(
+        p, **TINY, cpu=dict(width=8, heads=2) if p.cpu else None))
   monkeypatch.setattr(mixed, "MIXED", dataclasses.replace(
       shapes.Preset(**TINY), depth=2, sequential_steps=0))
   monkeypatch.setattr(mixed, "MIXED_DEPTHS", (1, 2))
@@ -82,6 +83,22 @@ def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys
       assert _positive(x), got
     assert f"engine {e['model_steps_per_s']:.1f} model-steps/s" in last
     assert f"ratio {got['engine_over_sequential']:.2f}" in last
+
+
+def test_the_paper_preset_runs_its_own_grid_at_the_size_it_names_on_a_cpu(tiny_presets,
+                                                                         tmp_path, capsys):
+  """No --models or --dtype: the paper's 3 seeds at its one lr, in bfloat16; on a CPU at the
+  size its `cpu` field names, said in the log and the JSON."""
+  out = tmp_path / "paper.json"
+  assert cli.main(["bench", "--preset", "paper", "--json", str(out)]) == 0
+  log = capsys.readouterr().out
+  got = json.loads(out.read_text())
+  assert got["preset"]["models"] == 3 and got["preset"]["grid"]["lrs"] == [1e-4]
+  assert got["dtype"]["compute"] == "bfloat16" and got["preset"]["as_defined"] is False
+  assert got["preset"]["width"] == 8 and "on a CPU at width 8" in log
+  assert "defined: width 16" in log
+  assert shapes.PAPER["width"] == 512 and shapes.PAPER["depth"] == 12  # the paper's shape
+  assert (shapes.PAPER["seq"], shapes.PAPER["batch"], shapes.PAPER["heads"]) == (128, 128, 8)
 
 
 def test_a_preset_chunks_its_models_on_a_cpu_only():

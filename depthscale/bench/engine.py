@@ -18,7 +18,7 @@ from depthscale import devices as devices_lib
 from depthscale import tasks
 from depthscale.bench import registry, shapes
 from depthscale.bench.programs import make_engine, make_sequential
-from depthscale.bench.shapes import LRS, NUM_MODELS, PRESETS, TASK, TASK_OPTIONS
+from depthscale.bench.shapes import PRESETS, TASK, TASK_OPTIONS
 from depthscale.core import program
 from depthscale.errors import UserError
 from depthscale.sweep import plan
@@ -80,14 +80,20 @@ def _modes(rounds, compiles, flops, p, n, chunk, devs) -> dict:
 
 
 def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | None = None,
-              dtype: str = "float32", models: int = NUM_MODELS,
+              dtype: str | None = None, models: int | None = None,
               log: Callable[[str], None] = print) -> dict:
-  """Engine vs sequential throughput and matmul peak for `preset`, as a JSON-ready dict."""
+  """Engine vs sequential throughput and matmul peak for `preset` (its own models and
+  dtype unless given), as a JSON-ready dict."""
   start = time.perf_counter()
-  p = check_preset(preset)
-  shapes.check_dtype(dtype)
-  n = shapes.check_models(models)
+  defined = check_preset(preset)
+  dtype = shapes.check_dtype(dtype or defined.dtype)
+  n = shapes.check_models(defined.models if models is None else models, defined.lrs)
   devs = shapes.resolve_devices(devices, n)
+  p = shapes.on_platform(defined, devs[0].platform)
+  if p is not defined:
+    log(f"bench {preset}: on a CPU at width {p.width}, seq {p.seq}, batch {p.batch} "
+        f"(defined: width {defined.width}, seq {defined.seq}, batch {defined.batch}, "
+        "minutes per step here; run it on a GPU)")
   chunk = p.chunk_on(devs[0].platform) if models_per_chunk is None else models_per_chunk
   task, specs = tasks.make(TASK, **TASK_OPTIONS), shapes.grid_specs(p, n)
   classes = task.output_dim(p.seq)
@@ -103,8 +109,8 @@ def run_bench(preset: str, devices: int | None = None, models_per_chunk: int | N
   median = lambda f: statistics.median(f(row) for row in rounds)
   return {
       "preset": {"name": preset, **dataclasses.asdict(p), "task": TASK, **TASK_OPTIONS,
-                 "classes": classes, "models": n,
-                 "grid": {"seeds": list(range(n // len(LRS))), "lrs": list(LRS),
+                 "classes": classes, "models": n, "as_defined": p is defined,
+                 "grid": {"seeds": list(range(n // len(p.lrs))), "lrs": list(p.lrs),
                           "note": f"{n} models of one shape, differing in seed and "
                                   "learning rate"}},
       "device": {"kind": dev.device_kind, "platform": dev.platform,

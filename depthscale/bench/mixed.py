@@ -108,5 +108,5 @@ def summary(result: dict) -> str:
           f"{result['compact_over_bucket']:.2f}")
 
 
-registry.register("mixed", lambda o, log: run_mixed(o.devices, o.dtype, log), summary,
-                  uses=("devices", "dtype"))
+registry.register("mixed", lambda o, log: run_mixed(o.devices, o.dtype or "float32", log),
+                  summary, uses=("devices", "dtype"))

@@ -16,8 +16,9 @@ class Options:
   """The command's options, as every preset gets them (each reads what it needs)."""
   devices: int | None            # local devices to use (None: all, if they divide the models)
   models_per_chunk: int | None   # None: the preset's own
-  dtype: str                     # the models' compute dtype and the peak probe's
-  models: int                    # models in an engine preset's grid
+  dtype: str | None              # the models' compute dtype and the peak probe's (None:
+                                 # the preset's own)
+  models: int | None             # models in an engine preset's grid (None: its own)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,10 @@ class Preset:
   sequential_steps: int   # steps per model in the sequential loop
   rounds: int             # each round: an engine dispatch, models/rounds models in turn, the peak
   models_per_chunk: int = 0  # engine default on a CPU (0 = all models vmapped at once)
+  lrs: tuple = (3e-4, 1e-3, 3e-3, 1e-2)  # the grid's learning rates (models = seeds x lrs)
+  models: int = 16           # the grid's models when --models is not given
+  dtype: str = "float32"     # the compute dtype when --dtype is not given
+  cpu: dict | None = None    # on a CPU: these fields replaced (a size it names), else as is
 
   def chunk_on(self, platform: str) -> int:
     """The engine's default models per chunk on `platform`: the preset's own on a CPU, where
@@ -34,6 +38,14 @@ class Preset:
     return self.models_per_chunk if platform == "cpu" else 0
 
 
+# The paper's A5 shape (Merrill & Sabharwal; experiments/a5_depth.py at depth 12): its lr,
+# 3 seeds in bfloat16. On a CPU one of its steps takes minutes: it runs at the size `cpu`
+# names (depth 12, small width and length), the same program's path, and says so.
+PAPER = dict(width=512, depth=12, seq=128, batch=128, heads=8, engine_k=10,
+             sequential_steps=10, rounds=4, lrs=(1e-4,), models=3, dtype="bfloat16",
+             cpu=dict(width=64, heads=4, seq=16, batch=8, engine_k=2, sequential_steps=2,
+                      rounds=2))
+
 PRESETS = {
     "tiny": Preset(width=32, depth=2, seq=16, batch=16, heads=4,
                    engine_k=50, sequential_steps=100, rounds=8),
@@ -41,6 +53,7 @@ PRESETS = {
                     engine_k=10, sequential_steps=20, rounds=8, models_per_chunk=2),
     "medium": Preset(width=256, depth=4, seq=64, batch=32, heads=4,
                      engine_k=2, sequential_steps=1, rounds=2, models_per_chunk=2),
+    "paper": Preset(**PAPER),
 }
 NUM_MODELS = 16  # default grid: 4 seeds x the 4 learning rates
 LRS = (3e-4, 1e-3, 3e-3, 1e-2)
@@ -58,19 +71,25 @@ def check_dtype(dtype: str) -> str:
 MAX_MODELS = 65536
 
 
-def check_models(models: int) -> int:
-  """`models`, or a one-line UserError unless it is a positive multiple of len(LRS)."""
-  if isinstance(models, bool) or not isinstance(models, int) or models < len(LRS) \
-      or models % len(LRS) or models > MAX_MODELS:
-    raise UserError(f"--models must be a positive multiple of {len(LRS)} (seeds x the "
-                     f"{len(LRS)} learning rates) up to {MAX_MODELS}, got {models!r}")
+def check_models(models: int, lrs=LRS) -> int:
+  """`models`, or a one-line UserError unless it is a positive multiple of len(lrs)."""
+  if isinstance(models, bool) or not isinstance(models, int) or models < len(lrs) \
+      or models % len(lrs) or models > MAX_MODELS:
+    what = (f"a positive multiple of {len(lrs)} (seeds x the {len(lrs)} learning rates)"
+            if len(lrs) > 1 else "a positive count")
+    raise UserError(f"--models must be {what} up to {MAX_MODELS}, got {models!r}")
   return models
 
 
+def on_platform(p: Preset, platform: str) -> Preset:
+  """The preset as it runs on `platform`: its `cpu` size on a CPU, else as defined."""
+  return dataclasses.replace(p, **p.cpu, cpu=None) if p.cpu and platform == "cpu" else p
+
+
 def grid_specs(p: Preset, models: int = NUM_MODELS) -> list[ensemble.ModelSpec]:
-  """`models` models: seeds 0.. x the learning rates LRS, all at the preset's shape."""
+  """`models` models: seeds 0.. x the preset's learning rates, all at its shape."""
   return [ensemble.ModelSpec(depth=p.depth, width=p.width, heads=p.heads, seed=s, lr=lr)
-          for s in range(models // len(LRS)) for lr in LRS]
+          for s in range(models // len(p.lrs)) for lr in p.lrs]
 
 
 def resolve_devices(count: int | None, models: int = NUM_MODELS) -> list:

@@ -50,10 +50,10 @@ def cmd_bench(args, extras) -> int:
     raise UsageError(f"--preset {preset.name} does not use {', '.join(unused)} (it uses "
                      f"{', '.join('--' + k.replace('_', '-') for k in preset.uses) or 'none'});"
                      " drop it")
-  models = bench_shapes.NUM_MODELS if args.models is None else args.models
+  if args.models is not None:  # a multiple of the preset's learning rates: checked by it
+    bench_shapes.check_models(args.models, lrs=(None,))
   options = bench.Options(devices=args.devices, models_per_chunk=args.models_per_chunk,
-                          dtype=args.dtype or "float32",
-                          models=bench_shapes.check_models(models))
+                          dtype=args.dtype, models=args.models)
   if not preset.through_runner:
     split_host_into_cores()  # after every check: a refused command changes nothing
     reproducible_xla()  # the settings `run` trains under (float32 matmuls at full precision)
@@ -123,12 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
                             help="engine runs the vmapped step on this many models at a time "
                                  "(0 = all; default: the preset's CPU best on a CPU, all elsewhere)")
   bench_parser.add_argument("--models", type=int, default=None,
-                            help=f"models in the grid (seeds x {len(bench_shapes.LRS)} learning "
-                                 f"rates; default {bench_shapes.NUM_MODELS}; the GPU target "
-                                 "uses 256)")
+                            help=f"models in the grid (seeds x the preset's learning rates: "
+                                 f"{len(bench_shapes.LRS)}, paper 1; default "
+                                 f"{bench_shapes.NUM_MODELS}, paper 3; the GPU target uses 256)")
   bench_parser.add_argument("--dtype", choices=bench_shapes.DTYPES, default=None,
                             help="the models' compute dtype and the peak probe's (parameters "
-                                 "stay float32); bfloat16 for the GPU target")
+                                 "stay float32); default float32, paper bfloat16")
   bench_parser.set_defaults(handler=cmd_bench)
 
   devices_parser = commands.add_parser(
