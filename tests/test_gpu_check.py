@@ -33,7 +33,11 @@ def test_quick_mode_on_cpu(tmp_path):
     assert steps[name]["status"] == "ok" and steps[name]["rc"] == 0
     assert steps[name]["seconds"] > 0 and steps[name]["cmd"].startswith("depthscale ")
   assert steps["bench_medium"]["status"] == "skipped" and result["medium"].startswith("skipped")
+  assert steps["bench_paper"]["status"] == steps["torch_paper"]["status"] == "skipped"
   assert steps["bench_mixed"]["status"] in ("absent", "skipped")
+  for name in ("plan_a5_flops", "plan_smoke_flops"):  # the FLOPs plans run anywhere
+    assert steps[name]["status"] == "ok", steps[name]
+  assert result["smoke_plan"]["within_tolerance"] is None  # judged on a GPU only
   assert result["mixed"] == steps["bench_mixed"]["why"]
 
   f32, bf16 = result["devices"]["float32"], result["devices"]["bfloat16"]
@@ -60,7 +64,7 @@ def test_quick_mode_on_cpu(tmp_path):
 def write_step(work, name, rc, out="", err="", cmd=("devices",)):
   (work / f"{name}.rc").write_text(f"{rc}\n")
   (work / f"{name}.s").write_text("100.0 102.5\n")
-  (work / f"{name}.cmd").write_text("\n".join(cmd) + "\n")
+  (work / f"{name}.cmd").write_text("\n".join(("python", "-m", "depthscale.cli") + cmd) + "\n")
   (work / f"{name}.out").write_text(out)
   (work / f"{name}.err").write_text(err)
 
@@ -74,7 +78,9 @@ def test_a_failed_step_is_recorded_and_the_rest_merged(tmp_path, capsys):
   for dtype in ("float32", "bfloat16"):
     write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
   write_step(work, "bench_tiny", 0)  # exit 0 but no JSON written
-  (work / "bench_medium.skipped").write_text("skipped: quick mode\n")
+  for name in ("bench_medium", "bench_paper", "torch_paper", "plan_a5", "torch_medium",
+               "torch_tiny", "plan_a5_flops", "plan_smoke_flops"):
+    (work / f"{name}.skipped").write_text("skipped: quick mode\n")
   (work / "bench_mixed.skipped").write_text("absent\n")
   write_step(work, "plan", 2, err="depthscale: error: unrecognized arguments: --json x\n",
              cmd=("plan", "--json", "x"))
@@ -112,3 +118,65 @@ def test_the_tiny_bench_is_merged_with_its_target(tmp_path):
   bench["engine_over_sequential"] = 40.0
   (work / "bench_tiny.json").write_text(json.dumps(bench))
   assert gpu_check.merge(str(work), quick=False)["tiny"]["meets_target"] is False
+
+
+def _bench(rate, sequential, platform="gpu", models=3):
+  return {"preset": {"models": models, "as_defined": True}, "device": {"platform": platform,
+          "kind": "NVIDIA H100 80GB HBM3"}, "dtype": {"compute": "bfloat16"},
+          "engine": {"model_steps_per_s": rate, "gflops": rate * 11600.0},
+          "sequential": {"model_steps_per_s": sequential}, "engine_over_sequential": 1.1,
+          "engine_fraction_of_peak": 0.3, "matmul_peak_gflops": 650e3}
+
+
+def _torch(**rates):
+  return {"variants": {v: ({"model_steps_per_s": r} if r else None) for v, r in rates.items()},
+          "config": {"models": 3}, "dtype": "bfloat16", "gpu": "NVIDIA H100 80GB HBM3"}
+
+
+def test_each_bench_is_merged_against_the_best_torch_variant(tmp_path):
+  """Made-up paper and medium figures: the ratio is over the fastest PyTorch variant, the
+  one-model step over torch eager's, each judged against its target on a GPU only."""
+  work = tmp_path
+  write_step(work, "bench_paper", 0)
+  (work / "bench_paper.json").write_text(json.dumps(_bench(90.0, 50.0)))
+  write_step(work, "torch_paper", 0)
+  (work / "torch_paper.json").write_text(json.dumps(_torch(eager=43.4, compile=54.0,
+                                                           func_vmap=31.8, compile_ro=None)))
+  write_step(work, "bench_medium", 0)
+  (work / "bench_medium.json").write_text(json.dumps(_bench(1319.0, 200.0, models=64)))
+  write_step(work, "torch_medium", 0)
+  (work / "torch_medium.json").write_text(json.dumps(_torch(eager=110.0, compile_ro=350.0,
+                                                            func_vmap=1551.0)))
+  result = gpu_check.merge(str(work), quick=False)
+  paper = result["paper"]["versus_torch"]
+  assert paper["best_torch"] == "compile"
+  assert paper["engine_over_best_torch"] == pytest.approx(90.0 / 54.0)  # 1.67 >= 1.5
+  assert paper["sequential_over_eager"] == pytest.approx(50.0 / 43.4)
+  assert paper["meets_target"] is True
+  medium = result["medium"]["versus_torch"]
+  assert medium["best_torch"] == "func_vmap" and medium["meets_target"] is False  # 0.85
+  assert medium["engine_over_best_torch"] == pytest.approx(1319.0 / 1551.0)
+  (work / "bench_paper.json").write_text(json.dumps(_bench(90.0, 50.0, platform="cpu")))
+  assert gpu_check.merge(str(work), quick=False)["paper"]["versus_torch"]["meets_target"] \
+      is None  # a CPU's figure is not the GPU target's
+
+
+def test_the_a5_sweep_is_summed_from_three_probed_depths(tmp_path):
+  """s/step probed at depths 6, 12, 24 lie on 0.01 d (exactly linear): the sweep's 7
+  groups of 800k steps then take 0.01 x (6 + 9 + ... + 24) x 800k s = 233.3 h; the FLOPs
+  plan's 57 h is 0.24x of it, outside 25%."""
+  work = tmp_path
+  probed = {"device": {"platform": "gpu"},
+            "groups": [{"shape": [d, 512, 1], "step_s": 0.01 * d} for d in (6, 12, 24)]}
+  depths = range(6, 25, 3)
+  flops = {"est_train_s": 57.0 * 3600, "groups": [
+      {"id": f"g{d}", "shape": [d, 512, 1], "step_s": 1.0, "est_train_s": 800000.0}
+      for d in depths]}
+  for name, data in (("plan_a5", probed), ("plan_a5_flops", flops)):
+    write_step(work, name, 0)
+    (work / f"{name}.json").write_text(json.dumps(data))
+  a5 = gpu_check.merge(str(work), quick=False)["a5_plan"]
+  assert a5["s_per_step_per_layer"] == pytest.approx(0.01)
+  assert a5["probed_h100_hours"] == pytest.approx(0.01 * sum(depths) * 800000 / 3600)
+  assert a5["meets_target"] is False and a5["flops_within_tolerance"] is False
+  assert a5["flops_over_probed"] == pytest.approx(57.0 / a5["probed_h100_hours"])

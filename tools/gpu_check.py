@@ -16,10 +16,17 @@ import os
 import sys
 import time
 
-STEPS = ("devices_float32", "devices_bfloat16", "bench_tiny", "bench_medium", "bench_mixed",
-         "plan", "run")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # versus_torch, beside it
+
+STEPS = ("devices_float32", "devices_bfloat16", "bench_paper", "torch_paper", "plan_a5",
+         "plan_a5_flops", "bench_medium", "torch_medium", "bench_tiny", "torch_tiny",
+         "bench_mixed", "plan", "plan_smoke_flops", "run")
 TINY_TARGET = 50.0     # engine over one model at a time, tiny preset, 256 models, on a GPU
 MEDIUM_TARGET = 0.30   # engine fraction of the bf16 matmul peak, medium preset, on a GPU
+# engine / best torch on a GPU (issue 48): the paper's shape, medium x64 bf16, tiny x256
+TORCH_TARGETS = {"paper": 1.5, "medium": 1.5, "tiny": 4.0}
+A5_HOURS_TARGET = 80.0  # a5_depth's probed plan, H100-hours
+FLOPS_PLAN_TOLERANCE = 0.25  # `plan --device h100` within 25% of the probed plan
 ERROR_CHARS = 2000     # the tail of a failed step's stderr kept in the JSON
 
 
@@ -43,11 +50,18 @@ def read_step(work: str, name: str) -> dict:
   rc = int(rc_text)
   start, end = (float(t.replace(",", ".")) for t in read(work, f"{name}.s").split())  # locale
   out = {"status": "ok" if rc == 0 else "failed", "rc": rc, "seconds": round(end - start, 2),
-         "cmd": "depthscale " + " ".join(read(work, f"{name}.cmd").splitlines())}
+         "cmd": command(read(work, f"{name}.cmd").splitlines())}
   if rc != 0:
     err = (read(work, f"{name}.err") or "").strip()
     out["error"] = ("timed out; " if rc == 124 else "") + (err[-ERROR_CHARS:] or "no output")
   return out
+
+
+def command(argv: list[str]) -> str:
+  """A step's command as a user would type it: `depthscale ...` for the CLI's steps."""
+  if argv[1:3] == ["-m", "depthscale.cli"]:
+    return "depthscale " + " ".join(argv[3:])
+  return " ".join(argv)
 
 
 def load_json(step: dict, text: str | None, what: str):
@@ -81,6 +95,58 @@ def medium_summary(bench: dict) -> dict:
           "engine_fraction_of_peak": fraction, "target": f">= {MEDIUM_TARGET:g} on a GPU",
           "meets_target": fraction >= MEDIUM_TARGET if on_gpu(bench) else None,
           "bench": bench}
+
+
+def paper_summary(bench: dict) -> dict:
+  return {"models": bench["preset"]["models"], "as_defined": bench["preset"]["as_defined"],
+          "engine_model_steps_per_s": bench["engine"]["model_steps_per_s"],
+          "engine_tflops": bench["engine"]["gflops"] / 1e3,
+          "engine_fraction_of_peak": bench["engine_fraction_of_peak"],
+          "engine_over_sequential": bench["engine_over_sequential"], "bench": bench}
+
+
+def versus(name: str, result: dict, torch_json: dict | None) -> None:
+  """result[name]["versus_torch"]: tools/versus_torch.py's ratios and the target."""
+  if not isinstance(result.get(name), dict) or not torch_json:
+    return
+  import versus_torch  # tools/, beside this file
+  r = versus_torch.ratios(result[name]["bench"], torch_json)
+  target = TORCH_TARGETS[name]
+  r.update(target=f">= {target:g} on a GPU", meets_target=(
+      r["engine_over_best_torch"] >= target if on_gpu(result[name]["bench"]) else None))
+  result[name]["versus_torch"] = r
+
+
+def a5_hours(probed: dict, flops: dict) -> dict:
+  """a5_depth's probed s/step at a few depths, fitted linear in depth (a layer costs the
+  same at every depth of one width) and summed over the sweep's groups as the FLOPs plan
+  lists them; beside the FLOPs plan's own hours."""
+  points = [(g["shape"][0], g["step_s"]) for g in probed["groups"]]
+  n = len(points)
+  mean_d, mean_s = sum(d for d, _ in points) / n, sum(t for _, t in points) / n
+  var = sum((d - mean_d) ** 2 for d, _ in points)
+  slope = sum((d - mean_d) * (t - mean_s) for d, t in points) / var if var else 0.0
+  steps = {g["id"]: g["est_train_s"] / g["step_s"] for g in flops["groups"]}
+  hours = sum((mean_s + slope * (g["shape"][0] - mean_d)) * steps[g["id"]]
+              for g in flops["groups"]) / 3600
+  est = flops["est_train_s"] / 3600
+  gpu = probed["device"]["platform"] == "gpu"
+  return {"probed_depths": [d for d, _ in points], "probed_step_s": [t for _, t in points],
+          "s_per_step_per_layer": slope, "probed_h100_hours": hours,
+          "target": f"<= {A5_HOURS_TARGET:g} H100-hours",
+          "meets_target": hours <= A5_HOURS_TARGET if gpu else None,
+          "flops_plan_hours": est, "flops_over_probed": est / hours,
+          "flops_within_tolerance": abs(est / hours - 1) <= FLOPS_PLAN_TOLERANCE if gpu else None,
+          "device": probed["device"]}
+
+
+def flops_vs_probed(probed: dict, flops: dict) -> dict:
+  """The quickstart smoke study: `plan --device h100` against the probed plan."""
+  ratio = flops["est_train_s"] / probed["est_train_s"]
+  gpu = probed["device"]["platform"] == "gpu"
+  return {"probed_train_s": probed["est_train_s"], "flops_train_s": flops["est_train_s"],
+          "flops_over_probed": ratio,
+          "within_tolerance": abs(ratio - 1) <= FLOPS_PLAN_TOLERANCE if gpu else None}
 
 
 def mixed_summary(bench: dict) -> dict:
@@ -125,12 +191,21 @@ def merge(work: str, quick: bool) -> dict:
   for dtype in ("float32", "bfloat16"):
     name = f"devices_{dtype}"
     result["devices"][dtype] = load_json(steps[name], read(work, f"{name}.out"), name)
-  for name, summary in (("tiny", tiny_summary), ("medium", medium_summary),
-                        ("mixed", mixed_summary)):
+  for name, summary in (("paper", paper_summary), ("tiny", tiny_summary),
+                        ("medium", medium_summary), ("mixed", mixed_summary)):
     step = steps[f"bench_{name}"]
     bench = load_json(step, read(work, f"bench_{name}.json"), f"bench_{name}")
     result[name] = summary(bench) if bench else step.get("why") or None
+    if name in TORCH_TARGETS:
+      versus(name, result, load_json(steps[f"torch_{name}"], read(work, f"torch_{name}.json"),
+                                     f"torch_{name}"))
   result["plan"] = load_json(steps["plan"], read(work, "plan.json"), "plan --json")
+  plans = {n: load_json(steps[n], read(work, f"{n}.json"), f"{n} --json")
+           for n in ("plan_a5", "plan_a5_flops", "plan_smoke_flops")}
+  result["a5_plan"] = (a5_hours(plans["plan_a5"], plans["plan_a5_flops"])
+                       if plans["plan_a5"] and plans["plan_a5_flops"] else None)
+  result["smoke_plan"] = (flops_vs_probed(result["plan"], plans["plan_smoke_flops"])
+                          if result["plan"] and plans["plan_smoke_flops"] else None)
   smoke = None
   if steps["run"]["status"] == "ok":
     workdir = os.path.join(work, "smoke")
@@ -163,6 +238,26 @@ def summary_lines(result: dict) -> list[str]:
       frac = dev.get("fraction_of_table_peak")
       lines.append(f"  matmul peak {dtype}: {dev['matmul_peak_gflops']:.0f} GFLOP/s"
                    + (f" ({100 * frac:.0f}% of the table's)" if frac else ""))
+  for name in TORCH_TARGETS:
+    v = result[name].get("versus_torch") if isinstance(result[name], dict) else None
+    if v:
+      lines.append(f"  {name}: engine / best torch ({v['best_torch']}) "
+                   f"{v['engine_over_best_torch']:.2f} (target {v['target']}: "
+                   f"{v['meets_target']}); one-model step / torch eager "
+                   + (f"{v['sequential_over_eager']:.2f}" if v["sequential_over_eager"]
+                      else "n/a"))
+  if isinstance(result["paper"], dict):
+    p = result["paper"]
+    lines.append(f"  paper: {p['engine_tflops']:.1f} TFLOP/s, "
+                 f"{100 * p['engine_fraction_of_peak']:.1f}% of the bf16 peak")
+  if result["a5_plan"]:
+    a = result["a5_plan"]
+    lines.append(f"  a5_depth probed at depths {a['probed_depths']}: {a['probed_h100_hours']:.1f} "
+                 f"H100-h (target {a['target']}: {a['meets_target']}); plan --device h100 "
+                 f"{a['flops_plan_hours']:.1f} h = {a['flops_over_probed']:.2f}x")
+  if result["smoke_plan"]:
+    lines.append(f"  quickstart smoke: plan --device h100 / probed "
+                 f"{result['smoke_plan']['flops_over_probed']:.2f}")
   if isinstance(result["tiny"], dict):
     t = result["tiny"]
     lines.append(f"  tiny x{t['models']}: engine/sequential {t['engine_over_sequential']:.2f} "

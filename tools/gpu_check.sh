@@ -3,14 +3,27 @@
 #   tools/gpu_check.sh [OUT.json]                  # default gpu_check.json
 #   GPU_CHECK_QUICK=1 tools/gpu_check.sh OUT.json  # CPU-sized, no benches (its test,
 #                                                   tests/test_gpu_check.py)
-# Steps: `depthscale devices --json` (float32, bfloat16); bench tiny with 256 models (engine
-# over one at a time; GPU target >= 50x); bench medium in bfloat16 (engine fraction of the
-# bf16 peak; GPU target >= 30%); bench mixed if that preset exists; `plan --json` of the
-# quickstart smoke study, then that study run, and the plan's estimate over the measured
-# training time. A failed step keeps its error text and the others go on; the JSON then
-# has "ok": false and the failed steps. Logs stay in $GPU_CHECK_WORK (default: a temp dir).
-# PYTHON picks the interpreter (default .venv/bin/python, else python3 with the repo on
-# PYTHONPATH, e.g. an image with jax for CUDA preinstalled).
+# Each engine bench is followed by tools/torch_baseline.py (the same model in PyTorch) at the
+# same shape, and the JSON holds each engine / best-torch ratio (tools/versus_torch.py).
+# Steps, most important first, each with its own time limit in seconds (the whole check
+# ends within GPU_CHECK_DEADLINE, default 660 = 11 min, start-up aside: a step that would
+# start past it is skipped and says so; a step's limit is cut to the time left):
+#   devices_float32, devices_bfloat16   30 each   the matmul peaks
+#   bench_paper, torch_paper            110, 90   the paper's A5 shape, depth 12, bf16
+#   plan_a5                             120       a5_depth probed at depths 6, 12, 24 (the
+#                                                 sweep's s/step, linear in depth, summed
+#                                                 over 6..24 by gpu_check.py), beside
+#   plan_a5_flops                       20        `plan --device h100` of the same study
+#   bench_medium, torch_medium          60, 60    medium x64, bf16
+#   bench_tiny, torch_tiny              70, 60    tiny x256, float32
+#   plan, run                           45 each   the quickstart smoke study, planned then run
+#   plan_smoke_flops                    20        `plan --device h100` of it
+#   bench_mixed                         (only with GPU_CHECK_MIXED=1) 120
+# GPU_CHECK_STEP_TIMEOUT caps every step's limit. A failed step keeps its error text and the
+# others go on; the JSON then has "ok": false and the failed steps. Logs stay in
+# $GPU_CHECK_WORK (default: a temp dir). PYTHON picks the interpreter (default
+# .venv/bin/python, else python3 with the repo on PYTHONPATH, e.g. an image with jax for
+# CUDA preinstalled); TORCH_PYTHON the one with torch (default: $PYTHON).
 set -u
 out=$(realpath -m "${1:-gpu_check.json}")
 work=$(realpath -m "${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}")
@@ -18,6 +31,7 @@ cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
+TORCH_PYTHON=${TORCH_PYTHON:-$PYTHON}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export WANDB_MODE=${WANDB_MODE:-disabled} PYTHONUNBUFFERED=1
 mkdir -p "$work"
@@ -25,7 +39,8 @@ mkdir -p "$work"
 # earlier session's figures.
 export DEPTHSCALE_CACHE=${DEPTHSCALE_CACHE:-$work/cache}
 quick=${GPU_CHECK_QUICK:-0}
-step_timeout=${GPU_CHECK_STEP_TIMEOUT:-1800}
+cap=${GPU_CHECK_STEP_TIMEOUT:-100000}
+deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-660}))
 
 if [ "$quick" = 1 ]; then
   # The run reuses the program the plan compiled (on a GPU each compiles its own: the
@@ -33,46 +48,81 @@ if [ "$quick" = 1 ]; then
   export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/jax-cache}
   export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}
   study=(--config.train.steps=40 --config.train.steps_per_call=20 --config.checkpoint_every=20)
+  torch_device=cpu
 else
-  tiny_models=256
   study=()
+  torch_device=cuda
 fi
 
-# step NAME CMD...: runs `python -m depthscale.cli CMD...`; stdout, stderr, status and
-# start and end times go to $work/NAME.{out,err,rc,s}.
-step() {
-  local name=$1; shift
-  echo "gpu_check: $name: depthscale $*" >&2
+# limit_for LIMIT: the step's limit cut to the cap and to the time left (0: none left).
+limit_for() {
+  local limit=$1 left=$((deadline - SECONDS))
+  [ "$limit" -gt "$cap" ] && limit=$cap
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo $((limit > 0 ? limit : 0))
+}
+# skip NAME WHY: a step not run, and why (absent / quick mode / out of time).
+skip() { echo "$2" >"$work/$1.skipped"; echo "gpu_check: $1: $2" >&2; }
+# run_step NAME LIMIT CMD...: CMD under the step's limit; stdout, stderr, status, the
+# command and its start and end times go to $work/NAME.{out,err,rc,cmd,s}.
+run_step() {
+  local name=$1 limit; limit=$(limit_for "$2"); shift 2
+  if [ "$limit" -lt 5 ]; then
+    skip "$name" "skipped: out of time (GPU_CHECK_DEADLINE)"; return
+  fi
+  echo "gpu_check: $name (limit ${limit} s): $*" >&2
   printf '%s\n' "$@" >"$work/$name.cmd"
   local t0=$EPOCHREALTIME
-  timeout "$step_timeout" "$PYTHON" -m depthscale.cli "$@" >"$work/$name.out" 2>"$work/$name.err"
+  timeout "$limit" "$@" >"$work/$name.out" 2>"$work/$name.err"
   echo $? >"$work/$name.rc"
   echo "$t0 $EPOCHREALTIME" >"$work/$name.s"
 }
-# skip NAME WHY: a step not run, and why (absent / quick mode).
-skip() { echo "$2" >"$work/$1.skipped"; echo "gpu_check: $1: $2" >&2; }
+# step NAME LIMIT ARGS...: `python -m depthscale.cli ARGS...` as a step.
+step() { local name=$1 limit=$2; shift 2; run_step "$name" "$limit" "$PYTHON" -m depthscale.cli "$@"; }
+# torch_step NAME LIMIT PRESET ARGS...: tools/torch_baseline.py as a step.
+torch_step() {
+  local name=$1 limit=$2 preset=$3; shift 3
+  run_step "$name" "$limit" "$TORCH_PYTHON" tools/torch_baseline.py --preset "$preset" \
+    --device "$torch_device" --json "$work/$name.json" "$@"
+}
+minutes() { skip "$1" "skipped: quick mode (minutes on a CPU)"; }
 
-step devices_float32 devices --json --dtype float32
-step devices_bfloat16 devices --json --dtype bfloat16
+step devices_float32 30 devices --json --dtype float32
+step devices_bfloat16 30 devices --json --dtype bfloat16
 if [ "$quick" = 1 ]; then
-  # the benches take minutes on a CPU; their JSON's merge is tested on a made-up one
-  skip bench_tiny "skipped: quick mode (minutes on a CPU)"
-  skip bench_medium "skipped: quick mode (minutes on a CPU)"
+  # the benches take minutes on a CPU; their JSON's merge is tested on made-up ones
+  for name in bench_paper torch_paper plan_a5 bench_medium torch_medium bench_tiny torch_tiny; do
+    minutes "$name"
+  done
 else
-  step bench_tiny bench --preset tiny --models "$tiny_models" --json "$work/bench_tiny.json"
-  step bench_medium bench --preset medium --dtype bfloat16 --json "$work/bench_medium.json"
+  step bench_paper 110 bench --preset paper --json "$work/bench_paper.json"
+  torch_step torch_paper 90 paper12 --dtype bfloat16 --models 3 --steps 20 --repeats 2 \
+    --warmup 3 --variants eager,compile,func_vmap
+  step plan_a5 120 plan --config experiments/a5_depth.py --no-progress \
+    "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"
+  step bench_medium 60 bench --preset medium --dtype bfloat16 --models 64 \
+    --json "$work/bench_medium.json"
+  torch_step torch_medium 60 medium --dtype bfloat16 --models 64 --models-sequential 2 \
+    --steps 20 --repeats 2 --variants eager,compile_ro,func_vmap
+  step bench_tiny 70 bench --preset tiny --models 256 --json "$work/bench_tiny.json"
+  torch_step torch_tiny 60 tiny --models 256 --models-sequential 2 --steps 50 --repeats 2 \
+    --variants eager,compile_ro,func_vmap
 fi
-if ! "$PYTHON" -m depthscale.cli bench --help 2>/dev/null | grep -Eq -- '--preset \{[^}]*\bmixed\b'; then
+step plan_a5_flops 20 plan --config experiments/a5_depth.py --device h100 \
+  --json "$work/plan_a5_flops.json"
+if [ "${GPU_CHECK_MIXED:-0}" != 1 ]; then
+  skip bench_mixed "skipped: GPU_CHECK_MIXED=1 runs it (about 110 s on an H200)"
+elif ! "$PYTHON" -m depthscale.cli bench --help 2>/dev/null | grep -Eq -- '--preset \{[^}]*\bmixed\b'; then
   skip bench_mixed absent
-elif [ "$quick" = 1 ]; then
-  skip bench_mixed "skipped: quick mode (minutes on a CPU)"
 else
-  step bench_mixed bench --preset mixed --json "$work/bench_mixed.json"
+  step bench_mixed 120 bench --preset mixed --json "$work/bench_mixed.json"
 fi
-step plan plan --config experiments/quickstart.py:smoke --no-progress "${study[@]}" \
+step plan 45 plan --config experiments/quickstart.py:smoke --no-progress "${study[@]}" \
   --json "$work/plan.json"
+step plan_smoke_flops 20 plan --config experiments/quickstart.py:smoke --device h100 \
+  "${study[@]}" --json "$work/plan_smoke_flops.json"
 rm -rf "$work/smoke"
-step run run --config experiments/quickstart.py:smoke --no-progress "${study[@]}" \
+step run 45 run --config experiments/quickstart.py:smoke --no-progress "${study[@]}" \
   --workdir "$work/smoke"
 
 "$PYTHON" tools/gpu_check.py "$work" "$out" --quick "$quick"

@@ -75,12 +75,23 @@ def format_plan(est: dict, c) -> str:
                  f"{r['useful_flops'] / r['computed_flops']:12.0%} {r['compile_s']:7.1f}s "
                  f"{r['step_s']:9.3g} {_hours(r['est_train_s']):>10s} "
                  f"{r['memory_bytes'] / 2**20:8.0f} MB{' (formula)' if r['memory_source'] == 'formula' else ''}  {opts}")
+  lines += _step_sources(est["groups"])
   useful = sum(r["useful_flops"] for r in est["groups"])
   computed = sum(r["computed_flops"] for r in est["groups"])
   lines.append(f"total: {_hours(est['est_train_s'])} training + {_hours(est['compile_s'])} "
                f"compiling; {useful / computed:.0%} of computed FLOPs useful; "
                f"{est['workers']} worker(s): {_hours(est['per_worker_s'])} wall each")
   return "\n".join(lines)
+
+
+def _step_sources(rows) -> list[str]:
+  """Which s/step figures were measured and which estimated, and from what."""
+  by_source: dict[str, list[str]] = {}
+  for r in rows:
+    by_source.setdefault(r.get("step_source", "estimated"), []).append(r["id"])
+  if len(by_source) == 1:
+    return [f"s/step, every group: {next(iter(by_source))}"]
+  return [f"s/step {source}: {', '.join(ids)}" for source, ids in by_source.items()]
 
 
 def _hours(s: float) -> str:

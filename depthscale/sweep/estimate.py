@@ -1,15 +1,16 @@
 """Price a plan: per group, compile seconds, seconds per step, training time and memory
 per device. Probed: each distinct program compiled and timed on the devices JAX sees
-(sweep/probe.py). Not probed: the planner's FLOPs (plan.group_cost) at devices.rate (a
-device's peak, from devices.TABLE or this CPU's measured matmul peak, times plan.mfu),
-plus plan.compile_s, and the memory formula. Takes the Study; prints nothing (the CLI
+(sweep/probe.py). Not probed: the planner's FLOPs (plan.group_cost) at a known device's
+table peak times the fraction measured for the nearest shape class (sweep/rates.py), or
+at this CPU's measured matmul peak times plan.mfu; plus plan.compile_s and the memory
+formula. Every group row says whether its s/step was measured or estimated, and from what. Takes the Study; prints nothing (the CLI
 formats).
 """
 from __future__ import annotations
 
 from depthscale import devices as devices_lib
 from depthscale.model import transformer
-from depthscale.sweep import plan, probe
+from depthscale.sweep import plan, probe, rates
 
 
 def _row(study, g, platform: str):
@@ -30,7 +31,7 @@ def from_probes(study, groups, devs, progress=lambda it, total: it) -> dict:
     p = probe.of_group(study, g, devs)
     rows.append(dict(_row(study, g, devs[0].platform), compile_s=p.compile_s, step_s=p.step_s,
                      est_train_s=p.step_s * c.train.steps, memory_bytes=p.memory_bytes,
-                     memory_source="compiled"))
+                     memory_source="compiled", step_source="measured: compiled and timed here"))
   d = devs[0]
   return dict(device=dict(kind=d.device_kind, platform=d.platform, count=len(devs),
                           source="probe: compiled and timed here"), groups=rows)
@@ -50,18 +51,27 @@ def from_flops(study, groups, device: str | None) -> dict:
   else:
     peak = spec.peak_flops(dtype)
     dev = dict(kind=spec.name, platform=spec.platform, count=1,
-               source=f"FLOPs at the table's {dtype} peak ({peak / 1e12:g} TFLOP/s) x "
-                      f"plan.mfu {c.plan.mfu:g}")
+               source=f"estimated: FLOPs at the table's {dtype} peak ({peak / 1e12:g} "
+                      "TFLOP/s) x the fraction measured for the nearest shape class "
+                      "(sweep/rates.py; per group below)")
     limit = spec.memory_gb * 1e9
-  rate, rows = devices_lib.rate(peak, c.plan.mfu), []
+  rows = []
   for g in groups:
     r = _row(study, g, "cpu" if spec is None else spec.platform)
-    step_s = r["computed_flops"] / c.train.steps / rate
+    flops = r["computed_flops"] / c.train.steps
+    if spec is None:
+      step_s, how = flops / devices_lib.rate(peak, c.plan.mfu), f"plan.mfu {c.plan.mfu:g}"
+    else:
+      d, w, _ = g.padded_shape()
+      tokens = len(g.cells) * c.train.batch_size * study.seq_len(g.length)
+      rate = rates.rate(spec.name, dtype, w, d, tokens, c.plan.mfu)
+      step_s, how = rates.step_seconds(rate, flops, peak), rate.source
     mem = plan.memory_bytes(g, study.seq_len(g.length), c.train.batch_size,
                             c.model.mlp_ratio, study.vocab, study.output_dim)
     rows.append(dict(r, compile_s=c.plan.compile_s, step_s=step_s,
                      est_train_s=step_s * c.train.steps, memory_bytes=mem,
-                     memory_source="formula", over_memory=bool(limit and mem > limit)))
+                     memory_source="formula", over_memory=bool(limit and mem > limit),
+                     step_source=f"estimated: {how}"))
   return dict(device=dev, groups=rows)
 
 
