@@ -22,6 +22,9 @@ with open(drift.RECORD) as f:
 
 def _close(name, what, got, want):
   got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  if got.shape == want.shape:
+    print(f"margin drift {name} {what}: largest relative change "
+          f"{np.max(np.abs(got - want) / np.abs(want)):.1e} (< {RTOL:g})")
   if got.shape != want.shape or not np.allclose(got, want, rtol=RTOL, atol=0.0):
     worst = np.max(np.abs(got - want) / np.abs(want)) if got.shape == want.shape else None
     pytest.fail(f"{name}: the {what} moved from tests/drift.json (largest relative change "

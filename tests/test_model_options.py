@@ -311,3 +311,47 @@ def test_layer_norm_backward_is_autodiffs(active):
     if active < 16:
       assert np.all(np.asarray(got[1][0])[..., active:] == 0)
       assert np.all(np.asarray(got[1][1])[active:] == 0)
+
+
+def _autodiff_attention(q, k, v, scale):
+  """The einsum attention as plain jnp, differentiated by JAX: the reference for the
+  written-out backward pass (model/attention.py)."""
+  wide = jnp.promote_types(q.dtype, jnp.float32)
+  bf16 = jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if q.dtype == jnp.bfloat16 else None
+  t = q.shape[0]
+  logits = jnp.einsum("thk,shk->hts", q, k, preferred_element_type=wide, precision=bf16)
+  logits = jnp.where(jnp.tril(jnp.ones((t, t), bool)), logits * scale.astype(wide),
+                     jnp.finfo(wide).min)
+  return jnp.einsum("hts,shk->thk", jax.nn.softmax(logits, axis=-1).astype(v.dtype), v)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 2e-5),
+                                       ("bfloat16", 3e-2)])
+def test_einsum_attention_backward_is_autodiffs(dtype, tol):
+  """Values and the gradients of q, k and v, vmapped over a batch (as the model runs it),
+  with two padded heads (q = k = v = 0 and no weight in the output projection, as a
+  narrower model inside a padded group): equal to autodiff's of the plain formula to the
+  dtype's rounding; padded heads get exactly zero gradient."""
+  with jax.enable_x64(dtype == "float64"):
+    dt = jnp.dtype(dtype)
+    ks = jax.random.split(jax.random.key(5), 4)
+    live = (jnp.arange(4) < 2)[None, None, :, None]  # heads 2, 3 padded
+    q, k, v = (jnp.where(live, jax.random.normal(x, (3, 9, 4, 8)), 0).astype(dt)
+               for x in ks[:3])
+    w = jnp.where(live, jax.random.normal(ks[3], (3, 9, 4, 8)), 0).astype(  # o's zero rows
+        jnp.promote_types(dt, jnp.float32))
+    scale = jax.lax.rsqrt(jnp.asarray(6.0, jnp.promote_types(dt, jnp.float32)))
+    def loss(fn):
+      return lambda q, k, v: jnp.sum(jnp.sin(jax.vmap(lambda a, b, c: fn(a, b, c, scale))(
+          q, k, v).astype(w.dtype)) * w)
+    ours = lambda a, b, c, s: transformer.causal_attention(a, b, c, 1 / s ** 2, "einsum")
+    got = jax.value_and_grad(loss(ours), argnums=(0, 1, 2))(q, k, v)
+    want = jax.value_and_grad(loss(_autodiff_attention), argnums=(0, 1, 2))(q, k, v)
+    rel = lambda a, b: float(jnp.max(jnp.abs(a.astype(jnp.float64 if dtype == "float64" else
+                                                      jnp.float32) - b)) /
+                             max(float(jnp.max(jnp.abs(b))), 1e-30))
+    errs = [rel(got[0], want[0])] + [rel(g, r) for g, r in zip(got[1], want[1])]
+    print(f"margin einsum attention backward ({dtype}): {max(errs):.1e} (< {tol:g})")
+    assert max(errs) < tol, errs
+    for g in got[1]:
+      assert not np.any(np.asarray(g.astype(jnp.float32))[:, :, 2:])

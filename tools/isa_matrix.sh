@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The learning tests (pytest -m learning) under each instruction-set cap XLA's CPU backend
-# takes, with their margins: another CPU rounds differently, and these caps give this
+# The learning tests (pytest -m learning) and the drift guard (tests/test_drift.py) under
+# each instruction-set cap XLA's CPU backend takes, with their margins: another CPU rounds differently, and these caps give this
 # machine several of those roundings (../shared/SPEED.md, BUILD_NOTES "Learning margins").
 #   tools/isa_matrix.sh                 # every cap this CPU supports
 #   ISAS="AVX2 SSE4_2" tools/isa_matrix.sh
@@ -33,9 +33,12 @@ for isa in ${ISAS:-SSE4_2 AVX AVX2 AVX512}; do
   t0=$SECONDS
   "$PYTHON" -m pytest -q -s -p no:cacheprovider -m learning tests >"$log" 2>&1
   rc=$?
-  [[ $rc = 0 ]] || status=1
-  echo "$isa: pytest -m learning exit $rc in $((SECONDS - t0)) s ($(tail -1 "$log"))"
-  grep '^margin\|margin ' "$log" | sed 's/^.*margin /  margin /'
+  "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/test_drift.py >>"$log" 2>&1
+  drift=$?
+  [[ $rc = 0 && $drift = 0 ]] || status=1
+  echo "$isa: pytest -m learning exit $rc, tests/test_drift.py exit $drift in" \
+    "$((SECONDS - t0)) s"
+  grep -o 'margin .*' "$log" | sed 's/^/  /'
   if [[ "${ISA_QUICKSTART:-0}" = 1 ]]; then
     qs="$work/quickstart-$isa"
     rm -rf "$qs"

@@ -18,6 +18,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from depthscale.model.attention import ATTENTIONS, attention_impl, causal_attention  # noqa: F401
 from depthscale.model.layer_norm import LayerNorm, masked_layer_norm  # noqa: F401
 
 
@@ -25,9 +26,7 @@ from depthscale.model.layer_norm import LayerNorm, masked_layer_norm  # noqa: F4
 POSITIONS = ("learned", "rotary", "none")     # pos: a learned table, rotary q/k, or none
 DTYPES = ("float32", "float64")               # dtype: parameters and activations
 COMPUTE_DTYPES = ("float32", "bfloat16")      # compute_dtype: matmuls (float32: in dtype)
-ATTENTIONS = ("einsum", "dot_product", "cudnn", "auto")  # attention: the kernel
-                                              # (attention_impl; cudnn: GPU only, else
-                                              # the XLA kernel with the same folded scale)
+# attention: ATTENTIONS, the kernel (model/attention.py)
 REMATS = ("none", "block", "auto")            # remat: what the backward pass recomputes
                                               # (remat_policy)
 UNROLLS = ("none", "full", "auto")            # unroll: the layer stack's scan (unroll_layers)
@@ -110,23 +109,6 @@ def on_accelerator(platform: str | None = None) -> bool:
   return (platform or jax.default_backend()) in ACCELERATORS
 
 
-def attention_impl(name: str, dtype=jnp.float32, head_dim: int = 64) -> str:
-  """The kernel, `auto` resolved at trace time: on a GPU, cuDNN's flash attention where it
-  applies (bfloat16 or float16 inputs, a head size that is a multiple of 8 up to 128) and
-  XLA's dot_product kernel otherwise; einsum elsewhere (as fast on a CPU, and its softmax
-  keeps float64). `cudnn` off a GPU runs the XLA kernel with the same folded scale."""
-  if name not in ATTENTIONS:
-    raise ValueError(f"unknown attention {name!r}")
-  gpu = jax.default_backend() == "gpu"
-  if name == "auto":
-    if not gpu:
-      return "einsum"
-    fits = jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim % 8 == 0 \
-        and head_dim <= 128
-    return "cudnn" if fits else "dot_product"
-  return name
-
-
 def remat_policy(name: str, platform: str | None = None) -> str:
   """none | block, `auto` resolved at trace time (or for `platform`): block on an
   accelerator, where storing every layer's activations made the step slower than
@@ -152,34 +134,6 @@ def unroll_layers(name: str, depth: int, remat: str, cpu_depth: int = CPU_UNROLL
   if name == "auto":
     return on_accelerator() or (depth <= cpu_depth and remat_policy(remat) == "none")
   return name == "full"
-
-
-def causal_attention(q_TxHxK, k_TxHxK, v_TxHxK, head_dim, impl: str):
-  """softmax(q k^T / sqrt(head_dim)) v over earlier positions, per head. Logits and
-  softmax in at least float32; bfloat16 inputs multiply as bfloat16 with float32
-  accumulation, forward and backward (as jax.nn.dot_product_attention and cuDNN do).
-  Padded head units are zero (q.k unchanged; the scale uses the true `head_dim`); padded
-  heads have q = k = v = 0, so they attend uniformly to zeros and output 0."""
-  if impl == "dot_product":  # scale is per-model data (a tracer): fine for the XLA kernel
-    return jax.nn.dot_product_attention(q_TxHxK, k_TxHxK, v_TxHxK,
-                                        scale=jax.lax.rsqrt(head_dim), is_causal=True,
-                                        implementation="xla")
-  if impl == "cudnn":  # cuDNN takes a static scale only: the per-model one folded into q
-    q_TxHxK = q_TxHxK * jax.lax.rsqrt(head_dim).astype(q_TxHxK.dtype)
-    fits = jax.default_backend() == "gpu" and q_TxHxK.dtype in (jnp.bfloat16, jnp.float16)
-    kernel = "cudnn" if fits else "xla"  # the fallback off a GPU, or for float32 inputs
-    return jax.nn.dot_product_attention(q_TxHxK, k_TxHxK, v_TxHxK, scale=1.0,
-                                        is_causal=True, implementation=kernel)
-  wide = jnp.promote_types(q_TxHxK.dtype, jnp.float32)
-  bf16 = jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if q_TxHxK.dtype == jnp.bfloat16 else None
-  t = q_TxHxK.shape[0]
-  logits_HxTxT = jnp.einsum("thk,shk->hts", q_TxHxK, k_TxHxK, preferred_element_type=wide,
-                            precision=bf16)
-  logits_HxTxT = logits_HxTxT * jax.lax.rsqrt(head_dim).astype(wide)
-  causal_TxT = jnp.tril(jnp.ones((t, t), bool))
-  logits_HxTxT = jnp.where(causal_TxT, logits_HxTxT, jnp.finfo(wide).min)
-  attn_HxTxT = jax.nn.softmax(logits_HxTxT, axis=-1).astype(v_TxHxK.dtype)
-  return jnp.einsum("hts,shk->thk", attn_HxTxT, v_TxHxK)
 
 
 class Block(nn.Module):
