@@ -355,3 +355,23 @@ def test_einsum_attention_backward_is_autodiffs(dtype, tol):
     assert max(errs) < tol, errs
     for g in got[1]:
       assert not np.any(np.asarray(g.astype(jnp.float32))[:, :, 2:])
+
+
+def test_how_the_model_is_computed_is_not_a_workdirs_identity(tmp_path):
+  """A workdir reruns with other attention, remat or unroll settings (the same function
+  trained; the memory fit changes remat per group anyway), and one made before `auto`
+  (remat "none" recorded) reruns under the new defaults; any other model field is still
+  a different study."""
+  import json as json_lib
+  w = str(tmp_path / "w")
+  smoke = "experiments/quickstart.py:smoke"
+  study_lib.claim_workdir(study_lib.resolve(config.load(smoke)), w)
+  for override in ("model.remat='block'", "model.attention='einsum'", "model.unroll='none'"):
+    study_lib.claim_workdir(study_lib.resolve(config.load(smoke, [override])), w)
+  saved = json_lib.load(open(tmp_path / "w" / "config.json"))
+  saved["model"]["remat"] = "none"
+  saved["model"].pop("unroll")  # as written before the field existed
+  (tmp_path / "w" / "config.json").write_text(json_lib.dumps(saved))
+  study_lib.claim_workdir(study_lib.resolve(config.load(smoke)), w)
+  with pytest.raises(config.ConfigError, match=r"holds a different study \(model differ\)"):
+    study_lib.claim_workdir(study_lib.resolve(config.load(smoke, ["model.mlp_ratio=2"])), w)

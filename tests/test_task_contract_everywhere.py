@@ -10,6 +10,7 @@ compilations, and the training entry point is replaced by one that fails the tes
 """
 import json
 import os
+import sys
 import textwrap
 
 import jax.monitoring
@@ -342,3 +343,70 @@ def test_tasks_list_names_an_entry_point_a_builtin_shadows(monkeypatch, capsys):
   assert "built-in" in rows[0] and "BROKEN" not in rows[0] and "k-hop" in rows[0]
   assert "entry point theirs.tasks:KHop" in rows[1] and "SHADOWED by the built-in 'khop'" \
       in rows[1] and "rename the entry point" in rows[1] and "theirs.tasks:KHop" in rows[1]
+
+
+def _package(root, helper="MOD = 3\n"):
+  """A task package of several modules: ptasks/task.py imports ptasks/helpers.py."""
+  (root / "ptasks").mkdir(exist_ok=True)
+  (root / "ptasks" / "__init__.py").write_text("")
+  (root / "ptasks" / "helpers.py").write_text(helper)
+  (root / "ptasks" / "task.py").write_text(
+      GOOD.replace("% 3, jnp.ones", "% helpers.MOD, jnp.ones")
+      .replace("from depthscale.tasks import Batch", "from depthscale.tasks import Batch\n"
+               "from ptasks import helpers"))
+
+
+def _forget_package():
+  for name in [m for m in sys.modules if m == "ptasks" or m.startswith("ptasks.")]:
+    del sys.modules[name]
+
+
+@pytest.mark.parametrize("edit", ["helper", "task module"])
+def test_a_package_tasks_digest_covers_its_sibling_modules(edit, tmp_path, monkeypatch,
+                                                           capsys):
+  """MODULE:CLASS in a package: the recorded digest covers every module of the package, so
+  an edited helper the task imports is a changed task (refused under trained models), as
+  an edited task module is; a package unchanged is the same digest."""
+  _package(tmp_path)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  _forget_package()
+  spec = "ptasks.task:T"
+  w = _workdir_of(tmp_path, spec)
+  recorded = json.load(open(os.path.join(w, "config.json")))["task_digest"]
+  assert recorded.startswith("sha256-pkg:") and recorded == tasks.digest(spec)
+  assert recorded != tasks.digest(spec, single_file=True)
+  study = study_lib.load_saved(w)
+  groups = plan_lib.make_plan(study)
+  workdir_lib.write_plan_once(w, json.dumps(dict(format=1, device="cpu", devices=1,
+                                                 groups=plan_lib.to_json(groups))))
+  os.makedirs(os.path.join(w, "checkpoints", groups[0].id, "60"))  # a group has trained
+  if edit == "helper":
+    (tmp_path / "ptasks" / "helpers.py").write_text("MOD = 3  # edited\n")
+  else:
+    (tmp_path / "ptasks" / "task.py").write_text(
+        (tmp_path / "ptasks" / "task.py").read_text() + "\n# edited\n")
+  _forget_package()
+  line = refused(["run", "--workdir", w, "--no-progress", "--config", SMOKE,
+                  f"--config.task={spec}", "--config.task_options={}"],
+                 ["task ptasks.task changed since workdir", "restore it"],
+                 str(tmp_path / "w"), monkeypatch, capsys)
+  assert recorded[:19] in line
+  _forget_package()
+
+
+def test_a_workdir_that_recorded_a_package_modules_file_alone_still_resumes(tmp_path,
+                                                                            monkeypatch):
+  """Before packages were covered config.json held the module file's own sha256: the same
+  file is the same task (its helpers were not recorded, so not held)."""
+  _package(tmp_path)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  _forget_package()
+  spec = "ptasks.task:T"
+  w = _workdir_of(tmp_path, spec)
+  saved = json.load(open(os.path.join(w, "config.json")))
+  saved["task_digest"] = tasks.digest(spec, single_file=True)
+  with open(os.path.join(w, "config.json"), "w") as f:
+    json.dump(saved, f)
+  os.makedirs(os.path.join(w, "checkpoints", "g", "60"))  # has trained
+  _workdir_of(tmp_path, spec)  # no "changed since"
+  _forget_package()

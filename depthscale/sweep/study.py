@@ -190,14 +190,15 @@ def claim_workdir(study: Study, workdir: str, write: bool = True) -> None:
     if write:
       workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))
     return
-  old = _comparable(json.loads(saved_config(workdir, saved).to_json_best_effort()))
-  new = identity(c)
-  diff = sorted(k for k in set(new) | set(old) if old.get(k) != new.get(k))
+  old = json.loads(saved_config(workdir, saved).to_json_best_effort())
+  was, now = _comparable(old), identity(c)
+  diff = sorted(k for k in set(now) | set(was) if was.get(k) != now.get(k))
   if diff:
     raise config_lib.ConfigError(
         f"workdir {workdir} holds a different study ({', '.join(diff)} differ); "
         "use a new --workdir or rerun with the original config")
   _check_task_unchanged(workdir, old.get("task_digest") or "", c)
+  new = json.loads(c.to_json_best_effort())
   if write and (old.get("report") != new.get("report")
                 or old.get("task_digest") != c.task_digest):
     workdir_lib.write_config(workdir, c.to_json_best_effort(indent=2))  # claims, a digest
@@ -206,9 +207,12 @@ def claim_workdir(study: Study, workdir: str, write: bool = True) -> None:
 def _check_task_unchanged(workdir: str, recorded: str, c) -> None:
   """A task whose source changed since the workdir's models were trained on it is refused:
   resuming would train one model on two tasks. A workdir with nothing trained yet (or
-  made before digests were recorded) takes the current digest."""
+  made before digests were recorded) takes the current digest; one that recorded a
+  package task's module file alone (before sha256-pkg) is held to that file."""
   if not recorded or recorded == c.task_digest or not workdir_lib.has_training(workdir):
     return
+  if c.task_digest.startswith("sha256-pkg:") and recorded == tasks.digest(c.task, True):
+    return  # recorded before packages were covered: the module's own file is unchanged
   where = c.task.rpartition(":")[0] if ":" in c.task else c.task
   raise config_lib.ConfigError(
       f"task {where} changed since workdir {workdir} trained on it ({recorded[:19]}..., now "

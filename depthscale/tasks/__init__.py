@@ -42,9 +42,9 @@ def origin(spec: str) -> str:
   return sources.origin(spec, REGISTRY)
 
 
-def digest(spec: str) -> str:
+def digest(spec: str, single_file: bool = False) -> str:
   """The identity of task `spec`'s source (sources.digest)."""
-  return sources.digest(spec, REGISTRY)
+  return sources.digest(spec, REGISTRY, single_file)
 
 
 def names() -> list[str]:

@@ -77,24 +77,49 @@ def origin(spec: str, builtins: dict[str, type[Task]]) -> str:
   return "file " + spec if is_file_spec(spec) else "module " + spec
 
 
-def digest(spec: str, builtins: dict[str, type[Task]]) -> str:
+def digest(spec: str, builtins: dict[str, type[Task]], single_file: bool = False) -> str:
   """The identity of task `spec`'s source, recorded in a workdir's config.json: the SHA-256
-  of its file (a file task, or the module an entry point or MODULE:CLASS loads from), or
-  its package's version; "" for a built-in (the package's own numbers are guarded by the
-  drift test). Call after `find` (the module is loaded)."""
+  of its file (a file task), or of the code a module task runs: the module's file, or for
+  a module inside a package (MODULE:CLASS or an entry point) every .py file of its
+  top-level package ("sha256-pkg:", paths and contents), so that an edited helper module
+  counts; its package's version if there is no file; "" for a built-in (the package's own
+  numbers are guarded by the drift test). `single_file`: the module's file only, the
+  digest workdirs recorded before packages were covered. Call after `find` (the module is
+  loaded)."""
   if spec in builtins:
     return ""
   if is_file_spec(spec):
     path = os.path.abspath(os.path.expanduser(spec.rpartition(":")[0]))
   else:
     ep = entry_points().get(spec) if ":" not in spec else None
-    module = sys.modules.get((ep.value if ep else spec).partition(":")[0])
+    name = (ep.value if ep else spec).partition(":")[0]
+    module = sys.modules.get(name)
     path = getattr(module, "__file__", None)
     if not path or not os.path.isfile(path):
       dist = getattr(getattr(ep, "dist", None), "version", None)
       return f"version {dist}" if dist else ""
+    files = [] if single_file else package_files(name)
+    if files:
+      h = hashlib.sha256()
+      for root, rel in files:
+        with open(os.path.join(root, rel), "rb") as f:
+          h.update(rel.encode() + b"\0" + hashlib.sha256(f.read()).digest())
+      return "sha256-pkg:" + h.hexdigest()
   with open(path, "rb") as f:
     return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+
+
+def package_files(module_name: str) -> list[tuple[str, str]]:
+  """(package directory, relative path) of every .py file of `module_name`'s top-level
+  package, sorted; [] for a module that is not in a package."""
+  top = sys.modules.get(module_name.partition(".")[0])
+  out = []
+  for root in getattr(top, "__path__", None) or ():
+    for d, dirs, files in os.walk(root):
+      dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+      out += [(root, os.path.relpath(os.path.join(d, f), root)) for f in files
+              if f.endswith(".py")]
+  return sorted(out, key=lambda x: x[1])
 
 
 def _checked(cls, where: str) -> type[Task]:
