@@ -211,3 +211,23 @@ def test_a_library_bug_exits_non_zero_with_a_traceback_from_the_shell():
   assert proc.returncode not in (0, 2), proc.stderr
   assert "Traceback" in proc.stderr and "tree structures do not match" in proc.stderr
   assert "depthscale: error" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+@pytest.mark.parametrize("platform", ["cuda", "tpu"])
+def test_an_absent_jax_platform_is_one_line_and_nothing_is_written(command, platform,
+                                                                    tmp_path):
+  """JAX_PLATFORMS naming an accelerator this host lacks: one line saying what to change,
+  exit 2, no workdir (jax's own failure is a bare AssertionError deep in its bridge)."""
+  w = tmp_path / "w"
+  args = {"run": ["--workdir", str(w), "--no-progress"], "plan": []}[command]
+  proc = subprocess.run([sys.executable, "-m", "depthscale.cli", command, "--config",
+                         "experiments/quickstart.py:smoke", *args],
+                        env=dict(os.environ, JAX_PLATFORMS=platform), capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+  assert lines[0].startswith(f"depthscale: error: JAX_PLATFORMS={platform}: JAX cannot "
+                             "start that platform here") and "unset JAX_PLATFORMS" in lines[0]
+  assert not w.exists()

@@ -119,6 +119,16 @@ def plan_changed_with_progress(tmp, mp):
   return {"args": got["args"] + ["--config.plan.max_models_per_group=2"]}
 
 
+def changed_with_progress(*overrides):
+  """A workdir whose first group has trained, rerun with `overrides` (stopping or slot
+  options changed under trained models)."""
+  def setup(tmp, mp):
+    study = study_lib.resolve(config.load(SMOKE))
+    got = workdir(groups={first_group_file(study): group_text()})(tmp, mp)
+    return {"args": got["args"] + list(overrides)}
+  return setup
+
+
 LEASE = "leases/n16-6m-0123456789.1"
 
 # (name, words the one line must contain, setup)
@@ -197,6 +207,13 @@ ROWS = [
     ("plan.json removed under checkpoints", ["plan.json is missing"], checkpoints_without_plan),
     ("a plan field changed under results", ["different study", "plan"],
      plan_changed_with_progress),
+    # stopping and slot options changed under trained models (issue 50, round 4)
+    ("train.stop changed under results", ["different study", "train"],
+     changed_with_progress("--config.train.stop=plateau")),
+    ("train.slots changed under results", ["different study", "train"],
+     changed_with_progress("--config.train.slots=2")),
+    ("train.stop_every changed under results", ["different study", "train"],
+     changed_with_progress("--config.train.stop_every=20")),
 ]
 
 

@@ -108,6 +108,24 @@ class Study:
     if self.config.model.dtype == "float64":
       import jax
       jax.config.update("jax_enable_x64", True)
+    start_backend()
+
+
+def start_backend() -> None:
+  """JAX's backend started now, or one line if the platform asked for (JAX_PLATFORMS) is
+  absent here: jax ends that with a bare AssertionError from inside its bridge."""
+  import jax
+  try:
+    jax.devices()
+  except (RuntimeError, AssertionError) as e:
+    asked = os.environ.get("JAX_PLATFORMS")
+    if not asked:
+      raise
+    why = " ".join(str(e).split())[:200] or "no backend started"
+    raise config_lib.ConfigError(
+        f"JAX_PLATFORMS={asked}: JAX cannot start that platform here ({type(e).__name__}: "
+        f"{why}); unset JAX_PLATFORMS, set it to cpu, or install jax for that accelerator "
+        "(README: On a GPU or TPU)") from None
 
 
 def resolve(c: ml_collections.ConfigDict) -> Study:
