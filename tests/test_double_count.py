@@ -102,3 +102,32 @@ def test_report_rebuilds_a_results_csv_that_lost_rows(reference_run, tmp_path, c
   capsys.readouterr()
   assert cli.main(["report", str(w)]) == 0  # now whole: nothing rebuilt, nothing said
   assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("where", ["a space and ünïcödé", "a symlink"])
+def test_a_workdir_path_with_spaces_unicode_or_a_symlink_is_the_same_workdir(
+    reference_run, tmp_path, capsys, monkeypatch, where):
+  """The reference run copied under a path with spaces and non-ASCII letters, or reached
+  through a symlink: `status`, `report` and a rerun of `run` see the same finished
+  workdir (nothing trained again, results.csv and report.md as the original's), and a
+  rerun through the link's target sees the same study."""
+  from conftest import SPLIT_SMOKE
+  src, _ = reference_run
+  real = tmp_path / "dir with space" / "ünïcödé w"
+  shutil.copytree(src, real)
+  path = real
+  if where == "a symlink":
+    path = tmp_path / "link"
+    os.symlink(real, path)
+  def no_training(*_a, **_k):
+    raise AssertionError("every group is done: nothing may train")
+  monkeypatch.setattr(runner, "train_group", no_training)
+  capsys.readouterr()
+  assert cli.main(["status", str(path)]) == 0
+  out = capsys.readouterr().out
+  assert "2 done" in out or "done: 2" in out, out
+  assert cli.main(["report", str(path)]) == 0
+  assert (real / "report.md").read_text() == (src / "report.md").read_text()
+  for w in (path, real):
+    assert cli.main(["run", *SPLIT_SMOKE, "--workdir", str(w)]) == 0
+    assert (real / "results.csv").read_text() == (src / "results.csv").read_text()
