@@ -47,6 +47,40 @@ def test_concurrent_launches_match_one_process(tmp_path, reference_run):
   assert rows(both) == rows(ref)
 
 
+CORRUPT = """
+import os, sys, numpy as np
+from depthscale.io.checkpoint import GroupCheckpoints
+d, damage = sys.argv[1], sys.argv[2]
+tree = {"w": np.arange(6000, dtype=np.float32).reshape(2, 3000), "step": np.zeros((), np.int32)}
+ck = GroupCheckpoints(d)
+ck.save(10, tree)
+ck.save(20, {"w": tree["w"] + 1, "step": np.full((), 20, np.int32)})
+for root, _, files in os.walk(os.path.join(d, "20")):
+  for f in files:
+    rel = os.path.relpath(os.path.join(root, f), d)
+    if damage == "arrays" and os.sep + "d" + os.sep in rel or damage == "emptied":
+      data = open(os.path.join(root, f), "rb").read()
+      open(os.path.join(root, f), "wb").write(data[:len(data) // 2])
+print("RESTORING", file=sys.stderr, flush=True)
+step, got = GroupCheckpoints(d).restore_latest(tree)
+assert step == 10 and np.array_equal(got["w"], tree["w"]), step
+"""
+
+
+@pytest.mark.parametrize("damage", ["arrays", "emptied"])
+def test_a_damaged_latest_checkpoint_is_one_line_and_the_previous_one_restores(damage,
+                                                                             tmp_path):
+  """In a process of its own (orbax logs through absl to stderr): a half-written latest
+  checkpoint (its array files, or every file, cut in half) gives exactly one
+  line naming the step, then the previous checkpoint restores."""
+  p = subprocess.run([sys.executable, "-c", CORRUPT, str(tmp_path / "ck"), damage],
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  after = p.stderr.split("RESTORING\n", 1)[1].strip().splitlines()
+  assert len(after) == 1 and after[0].startswith("depthscale: checkpoint step 20 in ") \
+      and "unreadable" in after[0] and "trying the previous one" in after[0], p.stderr
+
+
 def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, capsys):
   tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.zeros((), np.int32)}
   ck = GroupCheckpoints(str(tmp_path / "ck"))

@@ -12,7 +12,9 @@ Knows nothing of models or sweeps.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
 import os
 import shutil
 import sys
@@ -34,10 +36,11 @@ class GroupCheckpoints:
         barrier_sync_key_prefix=f"depthscale-{me}-{os.path.basename(directory)}")
     os.makedirs(directory, exist_ok=True)
     clean_temporary(directory)  # left by a save that a full disk or a kill cut short
-    self.manager = ocp.CheckpointManager(
-        directory, options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False,
-            multiprocessing_options=alone))
+    with _library_logs_quiet():  # it reads each step's metadata: a damaged one is said
+      self.manager = ocp.CheckpointManager(  # by restore_latest, in one line
+          directory, options=ocp.CheckpointManagerOptions(
+              max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False,
+              multiprocessing_options=alone))
 
   def save(self, step: int, tree, metadata: dict | None = None) -> None:
     """`tree` at `step`, with `metadata` (small JSON: what restoring must know first)."""
@@ -65,12 +68,14 @@ class GroupCheckpoints:
                      f"{self.manager.directory} ({why}); {then}")
 
   def restore_latest(self, like):
-    """(step, tree) of the newest checkpoint that restores, or (None, None)."""
+    """(step, tree) of the newest checkpoint that restores, or (None, None); one line per
+    checkpoint that does not (orbax's own error logs for it silenced: the line says it)."""
     like = jax.device_get(like)
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
     for step in sorted(self.manager.all_steps(), reverse=True):
       try:
-        return step, self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        with _library_logs_quiet():
+          return step, self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
       except Exception as e:  # corrupt or half-written: fall back to the previous one
         print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
               f"({type(e).__name__}); trying the previous one", file=sys.stderr)
@@ -85,6 +90,18 @@ class GroupCheckpoints:
 
   def close(self) -> None:
     self.manager.close()
+
+
+@contextlib.contextmanager
+def _library_logs_quiet():
+  """absl's logger (orbax logs through it) above ERROR for the block."""
+  logger = logging.getLogger("absl")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def disk_full(e: BaseException) -> bool:
