@@ -190,3 +190,58 @@ def test_live_curves_follow_each_model_on_its_own_steps():
   first, second = (fake.got[c.key] for c in g.cells)
   assert first == [(t, t - 1) for t in (10, 20, 30, 40, 50)]
   assert second == [(t, 100 + t - 1) for t in (10, 20, 30, 40)]
+
+
+QUICK_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
+               "--config.train.steps=40", "--config.train.steps_per_call=20",
+               "--config.checkpoint_every=20"]
+
+
+def test_a_failing_tracker_never_costs_a_trained_group(tmp_path, monkeypatch, capsys):
+  """W&B online but every run's start failing (not logged in, unreachable): the study
+  trains and writes every group, results.csv and the report; the failure is one line,
+  and W&B is tried once, not once per model and checkpoint."""
+  from depthscale import cli
+  calls = []
+
+  def unreachable(self, *a, **k):
+    calls.append(a)
+    raise RuntimeError("CommError: Timed out while retrying: connection refused")
+  monkeypatch.setattr(trackers.WandbTracker, "_init", unreachable)
+  w = tmp_path / "w"
+  capsys.readouterr()
+  assert cli.main(["run", *QUICK_SMOKE, "--config.wandb.mode=online", "--workdir",
+                   str(w)]) == 0
+  err = capsys.readouterr().err
+  said = [l for l in err.splitlines() if "W&B tracking failed" in l]
+  assert len(said) == 1 and "connection refused" in said[0] and "Traceback" not in err, err
+  assert len(calls) == 1
+  with open(w / "results.csv") as f:
+    assert len(f.read().strip().splitlines()) == 1 + 6
+  assert (w / "report.md").exists() and len(list((w / "groups").glob("*.json"))) == 1
+
+
+@pytest.mark.slow
+def test_wandb_online_and_unreachable_is_bounded_in_time(tmp_path):
+  """The real wandb, online with a key but its server unreachable (a closed port): the
+  run's start gives up after DEPTHSCALE_WANDB_INIT_TIMEOUT once, then the study trains and
+  writes its results as if tracking were off."""
+  import os
+  import subprocess
+  import sys
+  from conftest import ROOT
+  env = dict(os.environ, WANDB_MODE="online", WANDB_API_KEY="x" * 40,
+             WANDB_BASE_URL="http://127.0.0.1:9", DEPTHSCALE_WANDB_INIT_TIMEOUT="3")
+  env.pop("WANDB_SILENT", None)
+  t0 = time.perf_counter()
+  p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *QUICK_SMOKE,
+                      "--workdir", str(tmp_path / "w")], cwd=ROOT, env=env,
+                     capture_output=True, text=True, timeout=600)
+  wall = time.perf_counter() - t0
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert p.stderr.count("W&B tracking failed") == 1, p.stderr[-3000:]
+  with open(tmp_path / "w" / "results.csv") as f:
+    assert len(f.read().strip().splitlines()) == 1 + 6
+  spent = float(re.search(r"W&B \(online\) logging took ([\d.]+) s", p.stderr).group(1))
+  print(f"wall {wall:.1f} s, of which W&B {spent:.1f} s (one start, 3 s timeout)")
+  assert 2.5 < spent < 10, p.stderr[-2000:]  # tried once: not once per model or checkpoint

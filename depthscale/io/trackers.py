@@ -98,6 +98,17 @@ def _subsample(n: int, max_points: int | None) -> list[int]:
   return sorted({round(i * (n - 1) / (max_points - 1)) for i in range(max_points)})
 
 
+INIT_TIMEOUT_S = 20.0  # a run's start waits at most this for W&B (wandb's own default: 90)
+
+
+def init_timeout_s() -> float:
+  """INIT_TIMEOUT_S, or DEPTHSCALE_WANDB_INIT_TIMEOUT (seconds) where that is a number."""
+  try:
+    return float(os.environ.get("DEPTHSCALE_WANDB_INIT_TIMEOUT", INIT_TIMEOUT_S))
+  except ValueError:
+    return INIT_TIMEOUT_S
+
+
 class WandbTracker:
   """One W&B run per model (group = sweep) and one summary run; resumable by id.
 
@@ -128,7 +139,8 @@ class WandbTracker:
 
     self.workdir.mkdir(parents=True, exist_ok=True)
     settings = wandb.Settings(
-        console="off", silent=True, save_code=False, disable_git=True,
+        init_timeout=init_timeout_s(), console="off", silent=True, save_code=False,
+        disable_git=True,
         disable_job_creation=True, x_disable_stats=True, x_disable_meta=True,
         x_disable_machine_info=True, x_save_requirements=False)
     return wandb.init(

@@ -130,8 +130,8 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   size = len(plan.share_of(devs, groups))
   shares = [devs[i:i + size] for i in range(0, len(devs), size)]
   stop = StopFlag().install() if signals else StopFlag()
-  tracker = tracking.Locked(trackers.WandbTracker(workdir, c.name, mode=c.wandb.mode or None,
-                                                  project=c.wandb.project))
+  tracker = tracking.Guarded(tracking.Locked(trackers.WandbTracker(
+      workdir, c.name, mode=c.wandb.mode or None, project=c.wandb.project)))
   wall0 = time.perf_counter()
   order = plan.largest_first(study, groups)
   todo = [g for g in order if not workdir_lib.is_done(workdir, g.id)]
@@ -229,9 +229,9 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
     lease.check()  # still ours: write the results
     for row, cell in zip(res.rows, g.cells):
       row.update(group=g.id, model=cell.key)
-    live(c.train.steps, res.curves)
-    tracking.log_group(tracker, res.rows)  # first: a kill before the next line re-logs
     workdir_lib.write_group(workdir, g.id, res.rows, res.curves, res.per_position_acc)
+    live(c.train.steps, res.curves)  # results first: a tracker never costs a group
+    tracking.log_group(tracker, res.rows)
   except Interrupted as e:
     print(f"depthscale: stopped; checkpoint of group {g.id} saved at step {e.step}. "
           "Rerun the same command to resume.", file=sys.stderr)

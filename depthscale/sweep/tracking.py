@@ -6,6 +6,7 @@ The tracker itself is io/trackers.py; the report is report/.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -29,6 +30,33 @@ class Locked:
     def call(*a, **k):
       with self._lock:
         return attr(*a, **k)
+    return call
+
+
+class Guarded:
+  """Tracker calls that never cost a result: the first that raises (W&B unreachable, not
+  logged in, its service gone) is said in one line and turns tracking off for the rest of
+  the process; the results and report are written either way. A W&B run's start waits at
+  most trackers.INIT_TIMEOUT_S, so an unreachable server costs that once."""
+
+  def __init__(self, tracker):
+    self._tracker, self.failed = tracker, None
+
+  def __getattr__(self, name):
+    attr = getattr(self._tracker, name)
+    if not callable(attr):
+      return attr
+    def call(*a, **k):
+      if self.failed:
+        return None
+      try:
+        return attr(*a, **k)
+      except Exception as e:  # noqa: BLE001 -- the tracker's failure, never the results'
+        self.failed = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        print(f"depthscale: W&B tracking failed ({self.failed}); tracking is off for the "
+              "rest of this run, results and report are written as usual (WANDB_MODE="
+              "offline or disabled avoids it)", file=sys.stderr)
+        return None
     return call
 
 
