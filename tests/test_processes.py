@@ -1,5 +1,6 @@
 """Several launches on one workdir: two simultaneous launches never train a group twice,
 and a corrupt latest checkpoint falls back."""
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,26 @@ def test_concurrent_launches_match_one_process(tmp_path, reference_run):
   assert sorted(trained) == sorted(set(trained)) and len(trained) == 2  # never twice
   finish([launch(both)])  # a rerun finds everything done
   assert rows(both) == rows(ref)
+
+
+QUEUED = ["--config.train.slots=2", "--config.train.stop=plateau",
+          "--config.train.patience=2"]  # each 3-model group queued through 2 slots
+
+
+@pytest.mark.slow
+def test_concurrent_launches_on_a_queued_study_match_one_process(tmp_path):
+  """Two workers started together on one workdir of a queued study (slots and a stopping
+  rule): no group is trained twice, and rows and curves equal one process's."""
+  ref, both = tmp_path / "ref", tmp_path / "both"
+  (err,) = finish([launch(ref, *QUEUED)])
+  assert len(done(err)) == 2
+  errs = finish([launch(both, *QUEUED), launch(both, *QUEUED, "--exit-when-idle")])
+  trained = done(errs[0]) + done(errs[1])
+  assert sorted(trained) == sorted(set(trained)) and len(trained) == 2  # never twice
+  assert rows(both) == rows(ref)
+  for gid in os.listdir(ref / "groups"):
+    a, b = (json.loads((w / "groups" / gid).read_text()) for w in (ref, both))
+    assert a["curves"] == b["curves"]
 
 
 CORRUPT = """
