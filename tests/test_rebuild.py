@@ -88,8 +88,10 @@ def test_a_rebuilt_group_resumes_to_the_same_bits(tmp_path, rebuilt):
     again, sizes_again = _group(SPECS, "pad", checkpoints=ckpt, checkpoint_every=K)
   assert sizes_again[0][1] < 4 and sizes_again == sizes[-len(sizes_again):]  # rebuilt, as ref
   np.testing.assert_array_equal(again.curves["loss"], ref.curves["loss"])
-  assert [(r["stop"], r["trained_steps"], r["eval_loss"], r["n_star"]) for r in again.rows] \
-      == [(r["stop"], r["trained_steps"], r["eval_loss"], r["n_star"]) for r in ref.rows]
+  outcomes = lambda rows: [(r["stop"], r["trained_steps"], r["eval_loss"], r["n_star"])
+                           for r in rows]
+  np.testing.assert_equal(outcomes(again.rows), outcomes(ref.rows))  # the frozen model's
+  # held-out loss may be nan in both (its parameters overflowed): equal, as assert_equal says
 
 
 S = [ModelSpec(d, 16, 2, seed=i, lr=1e-3) for i, d in enumerate([1, 2, 3, 4, 1, 2])]
