@@ -132,11 +132,8 @@ def test_measured_rates_predict_a_depth_left_out():
   total_est = 0.0
   for m in a5:
     others = tuple(x for x in rates.MEASURED if x is not m)
-    saved, rates.MEASURED = rates.MEASURED, others
-    try:
-      r = rates.rate("h100", "bfloat16", m.width, m.depth, m.models * m.batch * m.seq, 0.4)
-    finally:
-      rates.MEASURED = saved
+    r = rates.rate("h100", "bfloat16", m.width, m.depth, m.models * m.batch * m.seq, 0.4,
+                   measured=others)
     flops = m.models * plan.step_flops(m.depth, m.width, 1, m.seq, m.batch, out_dim=m.out_dim)
     total_est += rates.step_seconds(r, flops, 989e12)
   total = sum(m.step_s for m in a5)

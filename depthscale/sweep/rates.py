@@ -81,11 +81,12 @@ def _distance(m: Measured, width: int, depth: int, tokens: float) -> float:
           + abs(math.log2(m.models * m.batch * m.seq / tokens)))
 
 
-def rate(device: str, dtype: str, width: int, depth: int, tokens: float, mfu: float) -> Rate:
+def rate(device: str, dtype: str, width: int, depth: int, tokens: float, mfu: float,
+         measured=MEASURED) -> Rate:
   """The fraction and floor for a group of total `tokens` per step (models x batch x seq)
-  at (width, depth) on `device`, from the nearest measured class; plan.mfu if none."""
+  at (width, depth) on `device`, from the nearest class in `measured`; plan.mfu if none."""
   family = FAMILIES.get(device, device)
-  same = [m for m in MEASURED if FAMILIES.get(m.device, m.device) == family]
+  same = [m for m in measured if FAMILIES.get(m.device, m.device) == family]
   floor = min((m.step_s for m in same), default=0.0)
   near = [m for m in same if m.dtype == dtype]
   if not near:
