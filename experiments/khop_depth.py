@@ -12,6 +12,9 @@ run's 95% interval (BUILD_NOTES.md, Static vs continuous). The held-out n* of de
 still rises at step 4000 (tools/stopping_trace.py): only patience >= 10 or `solved` keep
 every depth's best n*, and they save 12-14% of the layer-steps; not worth moving the
 recorded figures (a rebuilt program rounds differently in float32).
+`grow`: a model that solves every position of the grid's length grows to 2x and 4x it
+(train.length_max), so that depth 4's n* (24 = the length on `cpu`) is measured, not
+censored (BUILD_NOTES.md, "Lengths per stage and growth").
 """
 from depthscale import config
 
@@ -31,7 +34,7 @@ def claims(k_max: int) -> list[dict]:
 
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("cpu", "smoke"))
+  args = config.study_args(arg, ("cpu", "smoke", "grow"))
   c = config.defaults()
   c.name = "khop_depth"
   c.task, c.task_options = "khop", {"k": None, "k_max": 16, "alphabet": 4}
@@ -52,4 +55,7 @@ def get_config(arg=None):
     c.checkpoint_every = 1000
     c.plan.strategy = "compact"  # measured faster than pad for these depths (BUILD_NOTES)
   c.report.claims = claims(c.task_options.k_max)
-  return config.smoke(c, length=24) if "smoke" in args else c
+  c = config.smoke(c, length=24) if "smoke" in args else c
+  if "grow" in args:
+    c.train.length_max = 4 * max(c.grid.length)
+  return c

@@ -18,12 +18,16 @@ from depthscale import config
 
 def get_config(arg=None):
   """khop_depth.py:cpu under its own name (its paper's claims and published table too)."""
-  args = config.study_args(arg, ("smoke",))
-  c = config.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "khop_depth.py:cpu"))
+  args = config.study_args(arg, ("smoke", "grow"))
+  grow = ",grow" if "grow" in args else ""
+  c = config.load(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                               f"khop_depth.py:cpu{grow}"))
   c.name = "quickstart"
   if "smoke" in args:
     c = config.smoke(c, length=16, depths=(1, 2, 3))
     c.plan.strategy = "pad"  # the padded program the tests compare runs of (conftest)
+    if grow:
+      c.train.length_max = 4 * max(c.grid.length)
   return c
 
 

@@ -157,7 +157,13 @@ def test_n_star_at_the_full_length_is_a_lower_bound_left_out_of_the_fit():
   assert [(p["depth"], p.get("censored", False)) for p in fit["points"]] == [
       (1, False), (2, False), (3, False), (4, True)]
   assert fit["n"] == 3 and fit["censored"] == [dict(depth=4, n_star=32, seeds=2, length=32)]
-  assert "depth 4 (n* 32 = length 32)" in fit["note"] and "longer length" in fit["note"]
+  assert "measured (32) at depth 4 (n* 32): solved up to that length" in fit["note"]
+  assert "longer length" in fit["note"]
+  # Grown to length 64 (train.length_max): n* 32 is measured there, so the fit takes it.
+  grown = fits.depth_vs_log_nstar([dict(r, measured_length=64) for r in rows], "best")
+  assert "censored" not in grown and grown["n"] == 4
+  assert fits.is_censored(dict(length=32, measured_length=64), 64)
+  assert not fits.is_censored(dict(length=32, measured_length=64), 32)
   median = fits.depth_vs_log_nstar(rows, "median")  # 26 < 32 at depth 4: not censored
   assert "censored" not in median and [p["depth"] for p in median["points"]] == [1, 2, 3, 4]
   # Only one depth left uncensored: no fit, and the error says to train longer sequences.

@@ -76,12 +76,30 @@ def format_plan(est: dict, c) -> str:
                  f"{r['step_s']:9.3g} {_hours(r['est_train_s']):>10s} "
                  f"{r['memory_bytes'] / 2**20:8.0f} MB{' (formula)' if r['memory_source'] == 'formula' else ''}  {opts}")
   lines += _step_sources(est["groups"])
+  lines += _bucket_lines(est, c)
   useful = sum(r["useful_flops"] for r in est["groups"])
   computed = sum(r["computed_flops"] for r in est["groups"])
   lines.append(f"total: {_hours(est['est_train_s'])} training + {_hours(est['compile_s'])} "
                f"compiling; {useful / computed:.0%} of computed FLOPs useful; "
                f"{est['workers']} worker(s): {_hours(est['per_worker_s'])} wall each")
   return "\n".join(lines)
+
+
+def _bucket_lines(est: dict, c) -> list[str]:
+  """s/step at each length bucket (a curriculum's stages: how long a model stays at each
+  is learned, so the total prices every step at the grid's length), and growth's bounds."""
+  lines = [f"  {r['id']:26s} s/step at " + ", ".join(
+      f"{b['positions']}: {b['step_s']:.3g}" for b in r["buckets"]) + " positions"
+      for r in est["groups"] if len(r.get("buckets", ())) > 1]
+  if lines:
+    lines.insert(0, "length buckets (s/step scaled by FLOPs from the grid's length; the total "
+                    "below prices every step at the grid's length, an upper bound):")
+  if "est_train_s_grown" in est:
+    lines.append(f"growth to train.length_max={c.train.length_max}: training between "
+                 f"{_hours(est['est_train_s'])} (no model grows) and "
+                 f"{_hours(est['est_train_s_grown'])} (every model at length_max for all "
+                 "its steps)")
+  return lines
 
 
 def _step_sources(rows) -> list[str]:

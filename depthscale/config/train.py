@@ -17,7 +17,13 @@ def add(c: ml_collections.ConfigDict) -> None:
       batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
       decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
       advance_at=0.95, models_per_chunk=0, stop="none", stop_every=0, patience=5,
-      eta=3, slots=0, rebuild="auto", rebuild_steps=0))
+      eta=3, slots=0, rebuild="auto", rebuild_steps=0, length_max=0, length_buckets=True))
+  # length_max > the grid's length: a model that solves every counted position of its
+  # last length on a training batch (at advance_at) grows to 2x, 4x, ... that length
+  # (then length_max), until it fails to, or reaches length_max; its n* is measured on a
+  # held-out set at length_max (core/train.py TrainConfig.stages). 0: no growth.
+  # length_buckets: each step computes only the positions its models' furthest stage
+  # needs (a bucket per stage, core/lengths.py); False: the full length at every step.
   # stop: none | solved | plateau | halving (core/stopping.py), checked on the held-out set
   # every stop_every steps (0: every steps_per_call); plateau: after `patience` evaluations
   # without improvement; halving: successive halving over each setting's learning rates,
@@ -65,6 +71,7 @@ def check(c, task, k: int) -> None:
                       "depths in a compacted program (a queued model enters a slot of its "
                       "own depth); give at least that many, or plan.strategy=pad")
   _check_curriculum(c, task)
+  _check_growth(c, task)
 
 
 def check_advance_at(c) -> None:
@@ -110,3 +117,32 @@ def _check_curriculum(c, task) -> None:
   if c.train.curriculum != "none" and not getattr(task, "prefix_consistent", False):
     raise ConfigError(f"train.curriculum: task {c.task!r} has no length curriculum "
                       "(its examples are not prefix-consistent); use 'none'")
+
+
+def _check_growth(c, task) -> None:
+  """train.length_max: 0, or past every grid length, on a task with an n* that the
+  prefix of a longer example measures, in a study whose programs hold every model to the
+  end; and a length the task can sample."""
+  if not isinstance(c.train.length_buckets, bool):
+    raise ConfigError(f"train.length_buckets: {c.train.length_buckets!r} is not true or false")
+  top = number(c, "train.length_max", 0, integer=True)
+  if top == 0:
+    return
+  grid = max(c.grid.length)
+  why = (f"the grid's length is {grid}; give a larger length_max" if top <= grid else
+         f"it is measured by {task.scaled_by}, not n* (growth measures n*)"
+         if task.scaled_by != "n_star" else
+         "its examples are not prefix-consistent (a longer example's prefix must be a "
+         "shorter one)" if not getattr(task, "prefix_consistent", False) else
+         "the fixed curriculum has no rule to grow by; use adaptive or none"
+         if c.train.curriculum == "fixed" else
+         f"train.stop={c.train.stop} ends models early; growth needs stop=none"
+         if c.train.stop != "none" else
+         "train.slots queue models; growth needs slots=0" if c.train.slots else "")
+  if why:
+    raise ConfigError(f"train.length_max: {top} cannot grow task {c.task!r}: {why}")
+  try:
+    task.check_length(top)
+  except ValueError as e:
+    raise ConfigError(f"train.length_max: task {c.task!r} cannot sample length {top}: "
+                      f"{' '.join(str(e).split())}") from None

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from depthscale.core import compiled, ensemble, metrics, train
+from depthscale.core import compiled, ensemble, lengths, metrics, train
 from depthscale.model import ModelConfig, compact
 
 
@@ -45,15 +45,16 @@ def arrange(specs, tcfg: train.TrainConfig, n_devices: int = 1):
 def group_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, devices=None):
   """The step of all M models: (state_M, hparams_M, arch_M) -> (state_M, metrics {name:
   [M]}). pad: the one-model step vmapped once. compact: make_compact_step, on each
-  device's block of models (shard_map over `devices` when more than one)."""
+  device's block of models (shard_map over `devices` when more than one); at the length
+  bucket of its models' furthest stage (core/lengths.py)."""
   if tcfg.layout == "pad":
-    return map_models(jax.vmap(train.make_step(task, cfg, tcfg)),  # the one vmap over models
-                      tcfg.models_per_chunk)
+    return lengths.at_bucket(task, tcfg, lambda t: map_models(  # the one vmap over models
+        jax.vmap(train.make_step(task, cfg, tcfg, t)), tcfg.models_per_chunk))
   if not tcfg.profile:
     raise ValueError("a compact layout needs its profile: see arrange")
   n = len(devices) if devices else 1
-  step_M = map_models(train.make_compact_step(task, cfg, tcfg),
-                      local_chunk(tcfg.models_per_chunk, n))
+  step_M = lengths.at_bucket(task, tcfg, lambda t: map_models(
+      train.make_compact_step(task, cfg, tcfg, t), local_chunk(tcfg.models_per_chunk, n)))
   if n == 1:
     return step_M
   by_model = jax.sharding.PartitionSpec("models")
@@ -146,8 +147,8 @@ def model_config(task, specs, tcfg: train.TrainConfig,
   """The group's static ModelConfig: the specs' padded shape, the task's sizes and the
   study's shared model options (ModelConfig fields: pos, mlp_ratio, dtype, compute_dtype,
   attention, remat)."""
-  return ensemble.group_config(specs, max_len=task.seq_len(tcfg.length),
-                               output_dim=task.output_dim(tcfg.length),
+  return ensemble.group_config(specs, max_len=task.seq_len(tcfg.full_length),
+                               output_dim=task.output_dim(tcfg.full_length),
                                vocab=task.input_vocab, input_dim=task.input_dim,
                                **(model_options or {}))
 

@@ -43,8 +43,18 @@ class TrainConfig:
                                    # compact: each layer only on the models that have it
   profile: tuple = ()              # compact: static counts[r][t] (model/compact.py), set by
                                    # program.arrange with the models' order; () for pad
+  length_max: int = 0              # >length: a model that solves its last length grows
+                                   # (2x, 4x, ... the length, then length_max); 0: no growth
+  buckets: bool = True             # each step runs at the length bucket its models' stages
+                                   # need (core/lengths.py); False: always the full length
 
-  def stages(self) -> tuple[int, ...]:
+  @property
+  def full_length(self) -> int:
+    """The longest length any model may train at: where batches are sampled (then cut to
+    the step's bucket) and what position tables are sized for."""
+    return max(self.length, self.length_max)
+
+  def grid_stages(self) -> tuple[int, ...]:
     """Curriculum lengths 2, 4, 8, ... up to `length` (just `length` if none)."""
     if self.curriculum == "none":
       return (self.length,)
@@ -53,6 +63,15 @@ class TrainConfig:
       out.append(n)
       n *= 2
     return tuple(out) + (self.length,)
+
+  def stages(self) -> tuple[int, ...]:
+    """grid_stages, then the growth lengths 2x, 4x, ... the length below length_max, and
+    length_max (none without growth)."""
+    out, n = list(self.grid_stages()), 2 * self.length
+    while self.length_max > self.length and n < self.length_max:
+      out.append(n)
+      n *= 2
+    return tuple(out) + ((self.length_max,) if self.length_max > self.length else ())
 
 
 @flax.struct.dataclass
@@ -154,20 +173,23 @@ def per_token_loss(outputs, targets, loss: str):
   return err, (err < 0.1).astype(jnp.float32)
 
 
-def _step_parts(task, tcfg: TrainConfig):
-  """The per-model pieces of a step, shared by both layouts: `prepare` (state, hp) ->
-  (batch, active_T); `loss_of` (outputs, batch, active_T) -> (loss, (accuracy, the task's
-  own measures)); `update` (state, hp, grads, loss, acc, own) -> (state, metrics). Each
-  is for ONE model."""
+def _step_parts(task, tcfg: TrainConfig, positions: int | None = None):
+  """The per-model pieces of a step at `positions` (a bucket; None: the full length),
+  shared by both layouts: `prepare` (state, hp) -> (batch, active_T); `loss_of`
+  (outputs, batch, active_T) -> (loss, (accuracy, the task's own measures)); `update`
+  (state, hp, grads, loss, acc, own) -> (state, metrics). Each is for ONE model. Batches
+  are sampled at the full length and cut to the bucket: the same data at every bucket."""
   tx = optimizer(tcfg)
   stages = tcfg.stages()
   stage_pos = jnp.asarray([task.seq_len(n) for n in stages], jnp.int32)
-  t = task.seq_len(tcfg.length)
+  t = positions or task.seq_len(tcfg.full_length)
+  grows = tcfg.length_max > tcfg.length
+  grid_last = len(tcfg.grid_stages()) - 1
 
   def prepare(state: State, hp: Hparams):
     batch = task.sample(jax.random.fold_in(hp.data_key, state.step), tcfg.batch_size,
-                        tcfg.length)
-    return batch, jnp.arange(t) < stage_pos[state.stage]
+                        tcfg.full_length)
+    return batch.prefix(t), jnp.arange(t) < stage_pos[state.stage]
 
   def loss_of(out, batch, active_T):
     loss_BxT, correct_BxT = per_token_loss(out, batch.targets, task.loss)
@@ -175,9 +197,14 @@ def _step_parts(task, tcfg: TrainConfig):
     mask_BxT = counted_BxT.astype(jnp.float32)
     count = jnp.maximum(mask_BxT.sum(), 1.0)
     own = task.measures(out, batch.replace(mask=counted_BxT))  # the task's own, e.g. partials
+    if grows:  # growth needs every counted position solved: the batch's worst position
+      per_T = (correct_BxT * mask_BxT).sum(0) / jnp.maximum(mask_BxT.sum(0), 1.0)
+      own = dict(own, worst_position=jnp.min(jnp.where(mask_BxT.sum(0) > 0, per_T, 1.0)))
     return (loss_BxT * mask_BxT).sum() / count, ((correct_BxT * mask_BxT).sum() / count, own)
 
   def update(state: State, hp: Hparams, grads, loss, acc, own):
+    own = dict(own)
+    worst = own.pop("worst_position", None)
     lr = learning_rate(hp, state.step, tcfg)
     opt_state = set_hyperparams(state.opt_state, lr, hp.weight_decay)
     updates, opt_state = tx.update(grads, opt_state, state.params)
@@ -186,26 +213,32 @@ def _step_parts(task, tcfg: TrainConfig):
         [jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
     ok = finite & ~state.frozen
     keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-    last = len(stages) - 1
+    last = grid_last
     if tcfg.curriculum == "fixed":
       stage = jnp.minimum((state.step + 1) // max(tcfg.steps_per_stage, 1), last)
     elif tcfg.curriculum == "adaptive":
       stage = jnp.minimum(state.stage + (acc >= tcfg.advance_at), last)
     else:
       stage = state.stage
+    if grows:  # past the grid's length: on when every counted position is solved
+      at_grid_end = state.stage >= grid_last
+      stage = jnp.where(at_grid_end, jnp.minimum(
+          state.stage + (worst >= tcfg.advance_at), len(stages) - 1), stage)
     new = State(params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state),
                 step=state.step + 1, stage=jnp.where(ok, stage, state.stage),
                 frozen=state.frozen | ~finite)
-    metrics = dict(loss=loss, accuracy=acc, lr=lr, stage=state.stage, frozen=new.frozen, **own)
+    metrics = dict(loss=loss, accuracy=acc, lr=lr, stage=state.stage, frozen=new.frozen,
+                   paid=jnp.int32(t), **own)
     return new, metrics
 
   return prepare, loss_of, update
 
 
-def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
-  """One training step of ONE model: (state, hparams, arch) -> (state, metrics)."""
+def make_step(task, cfg: ModelConfig, tcfg: TrainConfig, positions: int | None = None):
+  """One training step of ONE model at `positions` (a length bucket; None: the full
+  length): (state, hparams, arch) -> (state, metrics)."""
   model = Transformer(cfg)
-  prepare, loss_of, update = _step_parts(task, tcfg)
+  prepare, loss_of, update = _step_parts(task, tcfg, positions)
 
   def loss_fn(params, arch, batch, active_T):
     out = jax.vmap(lambda x: model.apply({"params": params}, x, arch))(batch.inputs)
@@ -220,11 +253,12 @@ def make_step(task, cfg: ModelConfig, tcfg: TrainConfig):
   return step
 
 
-def make_compact_step(task, cfg: ModelConfig, tcfg: TrainConfig):
-  """One training step of the M models of a compacted group (in program order): the
-  per-model pieces vmapped, the forward pass through model.compact (it sees M).
-  Gradients of the summed losses are each model's own (models share no parameters)."""
-  prepare, loss_of, update = _step_parts(task, tcfg)
+def make_compact_step(task, cfg: ModelConfig, tcfg: TrainConfig, positions: int | None = None):
+  """One training step of the M models of a compacted group (in program order) at
+  `positions` (as make_step): the per-model pieces vmapped, the forward pass through
+  model.compact (it sees M). Gradients of the summed losses are each model's own (models
+  share no parameters)."""
+  prepare, loss_of, update = _step_parts(task, tcfg, positions)
 
   def step_M(state_M: State, hp_M: Hparams, arch_M: Arch):
     batch_M, active_M = jax.vmap(prepare)(state_M, hp_M)

@@ -29,8 +29,9 @@ FORMAT = 2
 COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats", "n_star",
            "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "group", "model",
            "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s",
-           "devices", "models_in_program", "trained_steps", "stop", "started_at"]  # last 3:
-# with a stopping rule or a queue (train.stop, train.slots)
+           "devices", "models_in_program", "trained_steps", "stop", "started_at",
+           "trained_length", "positions_paid", "positions_own", "positions_full"]
+# trained_steps..started_at: train.stop/slots; the last 4: sweep/group_result.lengths_paid
 
 
 SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never files

@@ -13,7 +13,8 @@ OUTCOMES = frozenset({"seed", "n_star", "final_loss", "eval_loss", "seq_acc", "f
                       "train_s", "compile_s", "group", "model", "token_acc",
                       "k_star", "level_acc", "save_s", "memory_bytes", "probe_step_s",
                       "devices", "models_in_program", "trained_steps", "stop",
-                      "started_at"})
+                      "started_at", "trained_length", "positions_paid", "positions_own",
+                      "positions_full"})
 REDUCERS = {"best": np.max, "median": np.median}
 
 
@@ -129,16 +130,24 @@ def _xy(axis: str, setting: dict, n_star):
 def is_censored(setting: dict, n_star):
   """n* at the full sequence length only says "at least this" (a lower bound); elementwise
   for an array of n*."""
-  length = setting.get("length")
+  length = measured_to(setting)
   if not isinstance(length, (int, float)) or isinstance(length, bool):
     return np.zeros(np.shape(n_star), bool) if np.ndim(n_star) else False
   return np.asarray(n_star) >= length if np.ndim(n_star) else bool(n_star >= length)
 
 
+def measured_to(setting: dict):
+  """The longest length n* was measured to: the grid's length, or with growth
+  (train.length_max) the held-out set's (`measured_length`)."""
+  return setting.get("measured_length") or setting.get("length")
+
+
 def censored_note(axis: str, reduce: str, points: list[dict]) -> str:
-  vals = ", ".join(f"{p[axis]} (n* {p['n_star']:g} = length {p['length']})" for p in points)
-  return (f"{reduce} n* reached the full length at {axis} {vals}: a lower bound, left out "
-          "of the fit; a longer length is needed to measure it")
+  vals = ", ".join(f"{p[axis]} (n* {p['n_star']:g})" for p in points)
+  top = sorted({p["length"] for p in points if p.get("length") is not None})
+  return (f"{reduce} n* reached the longest length measured ({', '.join(map(str, top))}) at "
+          f"{axis} {vals}: solved up to that length, a lower bound, left out of the fit; a "
+          "longer length (train.length_max) is needed to measure it")
 
 
 def _interval(v_B) -> list[float] | None:
@@ -164,7 +173,7 @@ def _axis_fit(rows, axis: str, reduce: str, B: int, seed: int) -> dict:
   x_S, y_S = np.array([float(x) for x, _ in xy]), np.array([float(y) for _, y in xy])
   out = {"law": LAWS[axis], "reduce": reduce, "dropped": len(rows) - len(kept)}
   out.update(fit_line(x_S, y_S))
-  censored = [{axis: s.get(axis), "n_star": v, "seeds": len(ns), "length": s.get("length")}
+  censored = [{axis: s.get(axis), "n_star": v, "seeds": len(ns), "length": measured_to(s)}
               for (s, _), v, ns, c in zip(every, every_red, every_ns, cut) if c]
   if censored:
     out["censored"] = censored

@@ -215,7 +215,7 @@ def build_report(workdir: str) -> str:
   else:
     md += ["## Fits", ""] + fit_note + _fit_section(all_fit, config.get("paper_fit"))
   md += [""] + (sections.sizes(rows, threshold) if by_size else [])
-  md += sections.losses(rows) + sections.partials(groups)
+  md += sections.losses(rows) + sections.lengths(rows) + sections.partials(groups)
   md += sections.level_errors(rows, rep.get("paper_table") or {})
   md += sections.companions(rows, others) + _levels_section(rows)
   md += ["", "## Plots", ""]

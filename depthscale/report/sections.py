@@ -52,6 +52,34 @@ def losses(rows) -> list[str]:
           + table(cols + ["best", "median", "per seed"], body) + [""])
 
 
+def lengths(rows) -> list[str]:
+  """The sequence positions the models' steps computed against the full length's and
+  their stages' (length buckets), and each model that grew past the grid's length
+  (train.length_max) with the length it last trained at and its n*."""
+  have = [r for r in rows if r.get("positions_full")]
+  if not have:
+    return []
+  paid, own, full = (sum(int(r[k]) for r in have)
+                     for k in ("positions_paid", "positions_own", "positions_full"))
+  out = ["## Lengths trained", "",
+         f"Sequence positions computed: {paid:,} of the {full:,} that every step at the full "
+         f"length would have cost ({paid / full:.0%}); the models' own stages needed "
+         f"{own:,} ({own / full:.0%}), so {(paid - own) / max(paid, 1):.0%} of the computed "
+         "positions lay above a model's own stage (its step ran at a longer bucket: a "
+         "longer model's in its group, or the shortest, core/lengths.MIN_BUCKET).", ""]
+  grew = [r for r in have if (r.get("trained_length") or 0) > r["length"]]
+  if any(r.get("measured_length") for r in have):
+    top = max(r.get("measured_length") or 0 for r in have)
+    out += [f"Growth to length {top}: {len(grew)} of {len(have)} models grew past the "
+            f"grid's length; n* is measured on a held-out set at length {top}.", ""]
+  if grew:
+    out += table(["depth", "width", "lr", "seed", "grid length", "trained to", "n*"],
+                 [[r["depth"], r.get("width"), r.get("lr"), r.get("seed"), r["length"],
+                   r["trained_length"], r.get("n_star")]
+                  for r in sorted(grew, key=lambda r: (r["depth"], r.get("seed", 0)))]) + [""]
+  return out
+
+
 def partials(groups, below: float = claims_lib.PARTIAL_SOLVED) -> list[str]:
   """The partial losses (x_1, x_2, ... of a chain) of every model: the first logged step
   each falls below `below`, their final values, and whether they fell in chain order."""

@@ -9,6 +9,7 @@ formats).
 from __future__ import annotations
 
 from depthscale import devices as devices_lib
+from depthscale.core import lengths
 from depthscale.model import transformer
 from depthscale.sweep import plan, probe, rates
 
@@ -24,14 +25,38 @@ def _row(study, g, platform: str):
               layout=g.layout)
 
 
+def by_bucket(study, g, step_s: float) -> list[dict]:
+  """Group g's s/step at each length bucket its steps may run at (core/lengths.py
+  length_buckets: a curriculum's stages, growth past the grid), from `step_s` at the
+  grid's length scaled by the planner's FLOPs; one row without buckets."""
+  c = study.config
+  flops = lambda seq: plan.group_cost(g, seq, c.train.batch_size, 1, c.model.mlp_ratio,
+                                      study.output_dim)[0]
+  at_grid = flops(study.seq_len(g.length))
+  return [dict(positions=t, step_s=step_s * flops(t) / at_grid)
+          for t in lengths.length_buckets(study.task, study.train_config(g))]
+
+
+def _with_buckets(study, g, row: dict) -> dict:
+  """The row with its s/step per bucket and, with growth, its training time if every
+  step ran at length_max (est_train_s is at the grid's length: every stage priced at the
+  full length, no growth)."""
+  rows = by_bucket(study, g, row["step_s"])
+  out = dict(row, buckets=rows)
+  if study.train_config(g).length_max:
+    out["est_train_s_grown"] = rows[-1]["step_s"] * study.config.train.steps
+  return out
+
+
 def from_probes(study, groups, devs, progress=lambda it, total: it) -> dict:
   """Every group's program compiled and timed here (the probe cache reused)."""
   c, rows = study.config, []
   for g in progress(groups, len(groups)):
     p = probe.of_group(study, g, devs)
-    rows.append(dict(_row(study, g, devs[0].platform), compile_s=p.compile_s, step_s=p.step_s,
-                     est_train_s=p.step_s * c.train.steps, memory_bytes=p.memory_bytes,
-                     memory_source="compiled", step_source="measured: compiled and timed here"))
+    rows.append(_with_buckets(study, g, dict(
+        _row(study, g, devs[0].platform), compile_s=p.compile_s, step_s=p.step_s,
+        est_train_s=p.step_s * c.train.steps, memory_bytes=p.memory_bytes,
+        memory_source="compiled", step_source="measured: compiled and timed here")))
   d = devs[0]
   return dict(device=dict(kind=d.device_kind, platform=d.platform, count=len(devs),
                           source="probe: compiled and timed here"), groups=rows)
@@ -66,17 +91,20 @@ def from_flops(study, groups, device: str | None) -> dict:
       tokens = len(g.cells) * c.train.batch_size * study.seq_len(g.length)
       rate = rates.rate(spec.name, dtype, w, d, tokens, c.plan.mfu)
       step_s, how = rates.step_seconds(rate, flops, peak), rate.source
-    mem = plan.memory_bytes(g, study.seq_len(g.length), c.train.batch_size,
+    full = study.train_config(g).full_length  # growth: the longest bucket's memory
+    mem = plan.memory_bytes(g, study.seq_len(full), c.train.batch_size,
                             c.model.mlp_ratio, study.vocab, study.output_dim)
-    rows.append(dict(r, compile_s=c.plan.compile_s, step_s=step_s,
-                     est_train_s=step_s * c.train.steps, memory_bytes=mem,
-                     memory_source="formula", over_memory=bool(limit and mem > limit),
-                     step_source=f"estimated: {how}"))
+    rows.append(_with_buckets(study, g, dict(
+        r, compile_s=c.plan.compile_s, step_s=step_s, est_train_s=step_s * c.train.steps,
+        memory_bytes=mem, memory_source="formula", over_memory=bool(limit and mem > limit),
+        step_source=f"estimated: {how}")))
   return dict(device=dev, groups=rows)
 
 
 def totals(est: dict, workers: int = 1) -> dict:
   rows = est["groups"]
+  if any("est_train_s_grown" in r for r in rows):
+    est["est_train_s_grown"] = sum(r.get("est_train_s_grown", r["est_train_s"]) for r in rows)
   est.update(est_train_s=sum(r["est_train_s"] for r in rows),
              compile_s=sum(r["compile_s"] for r in rows), workers=workers,
              per_worker_s=plan.makespan([r["est_train_s"] + r["compile_s"] for r in rows],

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 
-from depthscale.core import metrics
+from depthscale.core import metrics, program
 
 CURVES = ("loss", "accuracy", "lr", "stage")
 
@@ -19,11 +20,16 @@ class GroupResult:
   fingerprint: str = ""            # the compiled program's (core/program.py)
 
 
-def rows_of(run, res, frozen, train_s: float) -> GroupResult:
+def rows_of(run, res, frozen, train_s: float, full_acc=None) -> GroupResult:
   """The result of group run `run` (sweep/group_run.py) from its held-out results `res`
-  (spec order) and frozen flags: models a schedule never started have empty outcomes."""
+  (spec order) and frozen flags: models a schedule never started have empty outcomes.
+  `full_acc` [M, counted positions] (growth): n* is measured on it, over the full length."""
   checks, st, table = run.schedule.checks, run.st, run.table
   rows = metrics.summarize(res, run.mask_T, run.opts.threshold)
+  if full_acc is not None:  # growth: n* measured to the full length (report/fits.py)
+    for row, acc in zip(rows, full_acc):
+      row.update(n_star=metrics.n_star(acc, np.ones(acc.shape, bool), run.opts.threshold),
+                 measured_length=run.tcfg.full_length)
   never = [checks and table.entered[i] < 0 for i in range(run.n)]
   for i, (spec, row) in enumerate(zip(run.specs, rows)):
     last = int(st.stopped_at[i]) if checks else run.total
@@ -33,6 +39,7 @@ def rows_of(run, res, frozen, train_s: float) -> GroupResult:
       row.update(trained_steps=last, stop=st.reason_of(i), started_at=int(table.entered[i]))
     row.update(task=run.bp.task.name, depth=spec.depth, width=spec.width, heads=spec.heads,
                seed=spec.seed, lr=spec.lr, repeats=spec.repeats, length=run.tcfg.length,
+               **({} if never[i] else lengths_paid(run, i, last)),
                final_loss=None if never[i] else float(run.curves["loss"][last - 1, i]),
                steps=run.total, frozen=bool(frozen[i]), devices=len(run.devices),
                models_in_program=run.m0, train_s=train_s, save_s=run.save_s,
@@ -42,3 +49,30 @@ def rows_of(run, res, frozen, train_s: float) -> GroupResult:
   acc[np.asarray(never, bool)] = np.nan
   return GroupResult(rows=rows, curves=run.curves, per_position_acc=acc,
                      fingerprint=run.fingerprint)
+
+
+def full_length_acc(run):
+  """With growth: each model's held-out accuracy per position over the full length (spec
+  order), where its n* is measured; None without growth (stopping rules and slots are
+  refused with growth: the program holds every model to the end)."""
+  if run.tcfg.length_max <= run.tcfg.length:
+    return None
+  res = jax.device_get(run.evaluate(run.state.params, run.arch, run.held_full))
+  acc = program.take(res["per_position_acc"], run.prog.back)
+  return np.asarray(acc)[:run.n][:, np.asarray(run.held_full.mask).any(0)]
+
+
+def lengths_paid(run, i: int, last: int) -> dict:
+  """Model i's length accounting over its `last` steps, from its curves: the length it
+  last trained at (`trained_length`), the sequence positions its steps computed
+  (`positions_paid`: its length bucket's, shared with its group), those its stage needed
+  (`positions_own`) and those the full length would have cost (`positions_full`)."""
+  tcfg, task = run.tcfg, run.bp.task
+  stages = tcfg.stages()
+  stage = run.curves["stage"][:last, i].astype(np.int64)
+  own = np.asarray([task.seq_len(n) for n in stages])[stage]
+  full = task.seq_len(tcfg.full_length)
+  paid = run.curves["paid"][:last, i] if "paid" in run.curves else np.full(last, full)
+  return dict(trained_length=int(stages[stage[-1]]) if last else tcfg.length,
+              positions_paid=int(np.sum(paid)), positions_own=int(np.sum(own)),
+              positions_full=int(full * last))

@@ -15,10 +15,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from depthscale.errors import UserError
-from depthscale.core import metrics, program, stopping
+from depthscale.core import lengths, metrics, program, stopping
 from depthscale.sweep import resize, schedules, slots as slots_lib
 from depthscale.sweep.group_options import Hooks, Interrupted, RunOptions
-from depthscale.sweep.group_result import CURVES, GroupResult, rows_of
+from depthscale.sweep.group_result import CURVES, GroupResult, full_length_acc, rows_of
 
 DISPATCH_S = 2.0  # target seconds of one dispatch: a stop request waits for at most ~2
 
@@ -49,11 +49,14 @@ class GroupRun:
                                                  self.prog.fingerprint)
     self.table = slots_lib.SlotTable.start(self._initial(), self.built, self.n)
     self.shapes = [slots_lib.slot_shape(s, self.tcfg.layout) for s in self.specs]
-    names = CURVES + bp.task.measure_names(self.tcfg.length)  # the task's own measures
+    paid = ("paid",) if len(lengths.length_buckets(bp.task, self.tcfg)) > 1 else ()
+    names = CURVES + paid + bp.task.measure_names(self.tcfg.length)  # the task's own too
     self.curves = {k: np.full((self.total, self.n), np.nan, np.float32) for k in names}
     self.st, self.at = stopping.StopState.fresh(self.n), 0
     self.evaluate = metrics.evaluator(bp.task, self.cfg)
-    self.held = metrics.held_out_set(bp.task, self.tcfg.length, opts.eval_size)
+    # held out at the full length, measured on its prefix (growth: n* on all of it)
+    self.held_full = metrics.held_out_set(bp.task, self.tcfg.full_length, opts.eval_size)
+    self.held = self.held_full.prefix(bp.task.seq_len(self.tcfg.length))
     self.mask_T = np.asarray(self.held.mask).any(0)
     like = jax.eval_shape(self.evaluate, self.state.params, self.arch, self.held)
     self.done = {k: np.zeros((self.n,) + v.shape[1:], v.dtype) for k, v in like.items()}
@@ -291,4 +294,5 @@ class GroupRun:
                                                       self.held)), back)
       res = program.real_models(res, self.n)
       frozen = program.take(np.asarray(self.state.frozen), back)[:self.n]
-    return rows_of(self, res, frozen, train_s)
+    return rows_of(self, res, frozen, train_s, full_length_acc(self))
+

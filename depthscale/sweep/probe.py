@@ -89,7 +89,12 @@ def probe(bp: program.Blueprint, devices, use_cache=True) -> Probe:
   if use_cache and (hit := cached(sig)) is not None:
     return hit
   prog = program.build(bp, devices)
-  state = prog.state
+  # timed at the grid's last stage: the full length's bucket (without growth), the
+  # longest a model of the grid trains at; stage 0 would time the shortest bucket
+  last = len(prog.tcfg.grid_stages()) - 1
+  stage = prog.state.stage
+  state = prog.state.replace(stage=jax.device_put(np.full(stage.shape, last, stage.dtype),
+                                                  stage.sharding))
 
   def timed(n):
     nonlocal state

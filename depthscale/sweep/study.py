@@ -52,6 +52,7 @@ class Study:
     return train.TrainConfig(
         batch_size=t.batch_size, length=length, total_steps=t.steps,
         curriculum=t.curriculum, steps_per_stage=t.steps_per_stage, advance_at=t.advance_at,
+        length_max=t.length_max if t.length_max > length else 0, buckets=t.length_buckets,
         decay=t.decay, clip_norm=t.clip_norm,
         models_per_chunk=(g and g.models_per_chunk) or t.models_per_chunk,
         layout=g.layout if g is not None else "pad")
@@ -182,6 +183,7 @@ def split_cpu(count: int) -> None:
 # The model options that say how the one model is computed, not which model: the memory
 # fit changes remat per group as it is; a rerun may choose other kernels.
 HOW_COMPUTED = ("attention", "remat", "unroll")
+TRAIN_HOW_COMPUTED = ("length_buckets",)  # the same batches, cut: a step's positions
 
 
 def identity(c) -> dict:
@@ -193,6 +195,8 @@ def _comparable(d: dict) -> dict:
   out = {k: v for k, v in d.items() if k not in NON_IDENTITY}
   if isinstance(out.get("model"), dict):
     out["model"] = {k: v for k, v in out["model"].items() if k not in HOW_COMPUTED}
+  if isinstance(out.get("train"), dict):
+    out["train"] = {k: v for k, v in out["train"].items() if k not in TRAIN_HOW_COMPUTED}
   return out
 
 

@@ -25,6 +25,14 @@ class Batch:
   targets: jax.Array
   mask: jax.Array
 
+  def prefix(self, positions: int) -> "Batch":
+    """The first `positions` positions (itself if it has no more): of a prefix-consistent
+    task, the same examples at a shorter length."""
+    if self.mask.shape[1] <= positions:
+      return self
+    return self.replace(inputs=self.inputs[:, :positions], targets=self.targets[:, :positions],
+                        mask=self.mask[:, :positions])
+
 
 class Task(abc.ABC):
   """A synthetic task. Subclasses set the attributes below in __init__.
