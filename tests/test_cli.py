@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ from depthscale import cli
 from depthscale.bench import engine, shapes
 from depthscale.cli import app, common
 from depthscale.core import ensemble
-from depthscale.sweep import plan
+from depthscale.sweep import plan, probe
 
 
 def run_main(argv, capsys):
@@ -231,3 +232,38 @@ def test_an_absent_jax_platform_is_one_line_and_nothing_is_written(command, plat
   assert lines[0].startswith(f"depthscale: error: JAX_PLATFORMS={platform}: JAX cannot "
                              "start that platform here") and "unset JAX_PLATFORMS" in lines[0]
   assert not w.exists()
+
+
+def test_home_unset_plan_and_report_work(tmp_path, reference_run):
+  """HOME unset (a batch system's bare environment): the probe cache falls back to the
+  user's home from the password database, and plan and report run as usual."""
+  env = {k: v for k, v in os.environ.items() if k not in ("HOME", "DEPTHSCALE_CACHE")}
+  plan = subprocess.run([sys.executable, "-m", "depthscale.cli", "plan", "--no-probe",
+                         "--config", "experiments/quickstart.py:smoke"], env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert plan.returncode == 0 and "Traceback" not in plan.stderr, plan.stderr[-2000:]
+  assert "total:" in plan.stdout
+  ref, _ = reference_run
+  w = tmp_path / "w"
+  shutil.copytree(ref, w, ignore=shutil.ignore_patterns("checkpoints", "wandb"))
+  (w / "report.md").unlink()
+  rep = subprocess.run([sys.executable, "-m", "depthscale.cli", "report", str(w)], env=env,
+                       capture_output=True, text=True, timeout=300)
+  assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr[-2000:]
+  assert (w / "report.md").exists()
+
+
+def test_an_unwritable_probe_cache_is_one_line_and_probing_goes_on(monkeypatch, capsys):
+  """DEPTHSCALE_CACHE (or ~/.cache) where nothing can be written: a probe is measured and
+  used, the cache is named once in one line, and nothing is read back from it."""
+  where = "/sys/depthscale-cache" if os.geteuid() == 0 else "/proc/depthscale-cache"
+  monkeypatch.setenv("DEPTHSCALE_CACHE", where)
+  monkeypatch.setattr(probe, "_UNWRITABLE", set())
+  p = probe.Probe(compile_s=1.0, step_s=0.1, memory_bytes=10, device_kind="cpu", devices=1)
+  capsys.readouterr()
+  probe.store("abc", p)
+  probe.store("def", p)
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and f"the probe cache {where}/probes is not writable" in err[0], err
+  assert "DEPTHSCALE_CACHE" in err[0]
+  assert probe.cached("abc") is None

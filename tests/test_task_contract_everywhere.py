@@ -10,6 +10,7 @@ compilations, and the training entry point is replaced by one that fails the tes
 """
 import json
 import os
+import shutil
 import sys
 import textwrap
 
@@ -410,3 +411,37 @@ def test_a_workdir_that_recorded_a_package_modules_file_alone_still_resumes(tmp_
   os.makedirs(os.path.join(w, "checkpoints", "g", "60"))  # has trained
   _workdir_of(tmp_path, spec)  # no "changed since"
   _forget_package()
+
+
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_a_task_file_deleted_after_the_workdir_was_made_is_one_line(command, tmp_path,
+                                                                     monkeypatch, capsys):
+  """Round 4: the study's task file removed (or moved) under its workdir: `run` and
+  `status` say which file is gone, in one line, and write nothing."""
+  path = tmp_path / "t.py"
+  path.write_text(GOOD)
+  w = _workdir_of(tmp_path, f"{path}:T")
+  os.remove(path)
+  tasks.sources._FILES.clear()
+  argv = {"run": ["run", "--workdir", w, "--no-progress", "--config", SMOKE,
+                  f"--config.task={path}:T", "--config.task_options={}"],
+          "status": ["status", w]}[command]
+  refused(argv, [f"task file {path}: no such file"], str(tmp_path), monkeypatch, capsys)
+
+
+def test_report_of_a_finished_workdir_needs_no_task_file(tmp_path, reference_run, capsys):
+  """`report` reads results only: a finished workdir whose task file is gone (its config
+  names a file that no longer exists) still gets its report, fits and claims."""
+  ref, _ = reference_run
+  w = tmp_path / "w"
+  shutil.copytree(ref, w, ignore=shutil.ignore_patterns("checkpoints", "wandb"))
+  cfg = json.loads((w / "config.json").read_text())
+  cfg["task"] = f"{tmp_path}/gone.py:T"
+  (w / "config.json").write_text(json.dumps(cfg))
+  for name in ("report.md", "fits.json", "claims.json"):
+    (w / name).unlink()
+  capsys.readouterr()
+  assert cli.main(["report", str(w)]) == 0, capsys.readouterr().err
+  assert "Traceback" not in capsys.readouterr().err
+  assert (w / "report.md").exists() and (w / "fits.json").exists()
+  assert "## Settings" in (w / "report.md").read_text()

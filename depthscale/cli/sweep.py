@@ -93,7 +93,8 @@ def _bucket_lines(est: dict, c) -> list[str]:
       for r in est["groups"] if len(r.get("buckets", ())) > 1]
   if lines:
     lines.insert(0, "length buckets (s/step scaled by FLOPs from the grid's length; the total "
-                    "below prices every step at the grid's length, an upper bound):")
+                    "below prices every step at the grid's length: without growth, an upper "
+                    "bound):")
   if "est_train_s_grown" in est:
     lines.append(f"growth to train.length_max={c.train.length_max}: training between "
                  f"{_hours(est['est_train_s'])} (no model grows) and "

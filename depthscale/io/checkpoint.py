@@ -67,18 +67,25 @@ class GroupCheckpoints:
     return UserError(f"No space left on the device for the step-{step} checkpoint in "
                      f"{self.manager.directory} ({why}); {then}")
 
-  def restore_latest(self, like):
-    """(step, tree) of the newest checkpoint that restores, or (None, None); one line per
-    checkpoint that does not (orbax's own error logs for it silenced: the line says it)."""
+  def restore_latest(self, like, check=None):
+    """(step, tree) of the newest checkpoint that restores and that `check(step, tree)`
+    finds nothing wrong with (it returns None, or what is wrong), or (None, None); one line
+    per checkpoint that does not (orbax's own error logs for it silenced: the line says it)."""
     like = jax.device_get(like)
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
     for step in sorted(self.manager.all_steps(), reverse=True):
       try:
         with _library_logs_quiet():
-          return step, self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+          tree = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
       except Exception as e:  # corrupt or half-written: fall back to the previous one
         print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
               f"({type(e).__name__}); trying the previous one", file=sys.stderr)
+        continue
+      why = check(step, tree) if check is not None else None
+      if why is None:
+        return step, tree
+      print(f"depthscale: checkpoint step {step} in {self.manager.directory} is inconsistent "
+            f"({why}); trying the previous one", file=sys.stderr)
     return None, None
 
   def metadata(self, step: int) -> dict:

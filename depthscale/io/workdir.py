@@ -30,8 +30,8 @@ COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats",
            "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "group", "model",
            "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s",
            "devices", "models_in_program", "trained_steps", "stop", "started_at",
-           "trained_length", "positions_paid", "positions_own", "positions_full"]
-# trained_steps..started_at: train.stop/slots; the last 4: sweep/group_result.lengths_paid
+           "trained_length", "measured_length", "positions_paid", "positions_own",
+           "positions_full"]  # trained_steps..started_at: stop/slots; the rest: lengths
 
 
 SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never files

@@ -25,22 +25,27 @@ def _row(study, g, platform: str):
               layout=g.layout)
 
 
+def _flops(study, g, seq: int) -> float:
+  c = study.config
+  return plan.group_cost(g, seq, c.train.batch_size, 1, c.model.mlp_ratio,
+                         study.output_dim)[0]
+
+
 def by_bucket(study, g, step_s: float) -> list[dict]:
   """Group g's s/step at each length bucket its steps may run at (core/lengths.py
   length_buckets: a curriculum's stages, growth past the grid), from `step_s` at the
-  grid's length scaled by the planner's FLOPs; one row without buckets."""
-  c = study.config
-  flops = lambda seq: plan.group_cost(g, seq, c.train.batch_size, 1, c.model.mlp_ratio,
-                                      study.output_dim)[0]
-  at_grid = flops(study.seq_len(g.length))
-  return [dict(positions=t, step_s=step_s * flops(t) / at_grid)
-          for t in lengths.length_buckets(study.task, study.train_config(g))]
+  bucket of the grid's last stage (lengths.timed_positions: what a probe times) scaled by
+  the planner's FLOPs; one row without buckets."""
+  tcfg = study.train_config(g)
+  ref = _flops(study, g, lengths.timed_positions(study.task, tcfg))
+  return [dict(positions=t, step_s=step_s * _flops(study, g, t) / ref)
+          for t in lengths.length_buckets(study.task, tcfg)]
 
 
 def _with_buckets(study, g, row: dict) -> dict:
   """The row with its s/step per bucket and, with growth, its training time if every
-  step ran at length_max (est_train_s is at the grid's length: every stage priced at the
-  full length, no growth)."""
+  step ran at length_max (est_train_s prices every step at the grid's last stage: no
+  growth, every curriculum stage at the grid's length)."""
   rows = by_bucket(study, g, row["step_s"])
   out = dict(row, buckets=rows)
   if study.train_config(g).length_max:
@@ -91,11 +96,16 @@ def from_flops(study, groups, device: str | None) -> dict:
       tokens = len(g.cells) * c.train.batch_size * study.seq_len(g.length)
       rate = rates.rate(spec.name, dtype, w, d, tokens, c.plan.mfu)
       step_s, how = rates.step_seconds(rate, flops, peak), rate.source
-    full = study.train_config(g).full_length  # growth: the longest bucket's memory
+    tcfg = study.train_config(g)  # buckets off with growth: every step at the full length
+    step_s *= _flops(study, g, lengths.timed_positions(study.task, tcfg)) / _flops(
+        study, g, study.seq_len(g.length))
+    buckets = len(lengths.length_buckets(study.task, tcfg))  # each bucket compiles its step
+    full = tcfg.full_length  # growth: the longest bucket's memory
     mem = plan.memory_bytes(g, study.seq_len(full), c.train.batch_size,
                             c.model.mlp_ratio, study.vocab, study.output_dim)
     rows.append(_with_buckets(study, g, dict(
-        r, compile_s=c.plan.compile_s, step_s=step_s, est_train_s=step_s * c.train.steps,
+        r, compile_s=c.plan.compile_s * buckets, step_s=step_s,
+        est_train_s=step_s * c.train.steps,
         memory_bytes=mem, memory_source="formula", over_memory=bool(limit and mem > limit),
         step_source=f"estimated: {how}")))
   return dict(device=dev, groups=rows)

@@ -73,6 +73,7 @@ def lengths_paid(run, i: int, last: int) -> dict:
   own = np.asarray([task.seq_len(n) for n in stages])[stage]
   full = task.seq_len(tcfg.full_length)
   paid = run.curves["paid"][:last, i] if "paid" in run.curves else np.full(last, full)
+  paid = np.nan_to_num(paid, nan=full).astype(np.int64)  # buckets off: no value recorded
   return dict(trained_length=int(stages[stage[-1]]) if last else tcfg.length,
               positions_paid=int(np.sum(paid)), positions_own=int(np.sum(own)),
               positions_full=int(full * last))

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from depthscale.errors import UserError
 from depthscale.core import lengths, metrics, program, stopping
-from depthscale.sweep import resize, schedules, slots as slots_lib
+from depthscale.sweep import resize, saved_check, schedules, slots as slots_lib
 from depthscale.sweep.group_options import Hooks, Interrupted, RunOptions
 from depthscale.sweep.group_result import CURVES, GroupResult, full_length_acc, rows_of
 
@@ -49,8 +49,8 @@ class GroupRun:
                                                  self.prog.fingerprint)
     self.table = slots_lib.SlotTable.start(self._initial(), self.built, self.n)
     self.shapes = [slots_lib.slot_shape(s, self.tcfg.layout) for s in self.specs]
-    paid = ("paid",) if len(lengths.length_buckets(bp.task, self.tcfg)) > 1 else ()
-    names = CURVES + paid + bp.task.measure_names(self.tcfg.length)  # the task's own too
+    names = (CURVES + ("paid",) * lengths.has_stages(bp.task, self.tcfg)
+             + bp.task.measure_names(self.tcfg.length))  # the task's own measures
     self.curves = {k: np.full((self.total, self.n), np.nan, np.float32) for k in names}
     self.st, self.at = stopping.StopState.fresh(self.n), 0
     self.evaluate = metrics.evaluator(bp.task, self.cfg)
@@ -110,7 +110,9 @@ class GroupRun:
   def restore(self) -> None:
     """Continue from the latest checkpoint, if any (any device count for a static group;
     a queued one on the device count it was saved on)."""
-    step, saved = self.checkpoints.restore_latest(self.payload())
+    step, saved = self.checkpoints.restore_latest(self.payload(), lambda at, tree: (
+        saved_check.problem(tree, at, self.n, self.total, len(self.tcfg.stages()),
+                            not self.schedule.checks)))
     if step is None:
       return
     table, built = self.schedule.restore(saved)

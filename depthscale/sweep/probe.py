@@ -13,6 +13,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 
 import jax
@@ -64,8 +65,21 @@ def _sound(p: Probe) -> bool:
           and isinstance(p.fingerprint, str))
 
 
+_UNWRITABLE: set = set()  # cache directories already said to be unwritable
+
+
 def store(sig: str, probe: Probe) -> None:
-  atomic.write(os.path.join(cache_dir(), sig + ".json"), json.dumps(dataclasses.asdict(probe)))
+  """Keep a probe for the next command; an unwritable cache (a read-only home, HOME set
+  to nowhere) costs only the reuse: one line, once per directory, and the run goes on."""
+  where = cache_dir()
+  try:
+    atomic.write(os.path.join(where, sig + ".json"), json.dumps(dataclasses.asdict(probe)))
+  except OSError as e:
+    if where not in _UNWRITABLE:
+      _UNWRITABLE.add(where)
+      print(f"depthscale: the probe cache {where} is not writable ({e.strerror or e}); "
+            "probes are measured again by each command (set DEPTHSCALE_CACHE to a "
+            "writable directory to keep them)", file=sys.stderr)
 
 
 def measure_memory(bp: program.Blueprint, devices) -> int:
@@ -91,10 +105,11 @@ def probe(bp: program.Blueprint, devices, use_cache=True) -> Probe:
   prog = program.build(bp, devices)
   # timed at the grid's last stage: the full length's bucket (without growth), the
   # longest a model of the grid trains at; stage 0 would time the shortest bucket
-  last = len(prog.tcfg.grid_stages()) - 1
-  stage = prog.state.stage
-  state = prog.state.replace(stage=jax.device_put(np.full(stage.shape, last, stage.dtype),
-                                                  stage.sharding))
+  tcfg, last = prog.tcfg, len(prog.tcfg.grid_stages()) - 1
+  put = lambda x, v: jax.device_put(np.full(x.shape, v, x.dtype), x.sharding)
+  state = prog.state.replace(stage=put(prog.state.stage, last))
+  if tcfg.curriculum == "fixed":  # its stage follows the step count
+    state = state.replace(step=put(state.step, last * max(tcfg.steps_per_stage, 1)))
 
   def timed(n):
     nonlocal state
