@@ -10,6 +10,7 @@ from depthscale.core import halving, stopping
 from depthscale.core import train as train_lib
 from depthscale.sweep import plan as planner
 from depthscale.sweep import resize
+from depthscale.tasks import contract
 
 
 def add(c: ml_collections.ConfigDict) -> None:
@@ -143,6 +144,9 @@ def _check_growth(c, task) -> None:
     raise ConfigError(f"train.length_max: {top} cannot grow task {c.task!r}: {why}")
   try:
     task.check_length(top)
+    problems = contract.structural(task, [top])  # sizes, shapes, 2^20 positions at most
   except ValueError as e:
+    problems = [" ".join(str(e).split())]
+  if problems:
     raise ConfigError(f"train.length_max: task {c.task!r} cannot sample length {top}: "
-                      f"{' '.join(str(e).split())}") from None
+                      f"{problems[0]}")

@@ -120,13 +120,10 @@ class KHop(Task):
     """The input id of the prefix token announcing `k` (random-k mode)."""
     return self.alphabet + 1 + k
 
-  def check_length(self, length: int) -> None:
-    super().check_length(length)
-    if self.alphabet * length >= 2**31:
-      raise UserError(f"khop: length * alphabet must be < 2**31, got length={length}")
-
   def sample(self, key: jax.Array, batch_size: int, length: int) -> Batch:
     self.check_length(length)
+    if self.alphabet * length >= 2**31:
+      raise UserError(f"khop: length * alphabet must be < 2**31, got length={length}")
     return _sample(key, batch_size, length, self.alphabet, self.no_repeat, self.k, self.k_max)
 
   def levels(self, batch: Batch) -> tuple[jax.Array, int] | None:
