@@ -12,24 +12,12 @@ import time
 import pytest
 
 from conftest import ROOT, read_rows
+from test_queue_cli import checkpoint_steps, cli
 
 ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.depth=[1]", "--config.grid.lr=[1e-3,3e-3,1e-2]",
         "--config.train.stop=halving", "--config.train.steps=60",
         "--config.checkpoint_every=20"]  # one rung, at step 20
-
-
-def cli(*args):
-  env = dict(os.environ, WANDB_MODE="disabled")
-  return subprocess.Popen([sys.executable, "-m", "depthscale.cli", *args], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def checkpoint_steps(workdir):
-  steps = []
-  for _, dirs, _ in os.walk(os.path.join(workdir, "checkpoints")):
-    steps += [int(d) for d in dirs if d.isdigit()]
-  return steps
 
 
 def run_until(workdir, step):
