@@ -102,6 +102,34 @@ def test_a_damaged_latest_checkpoint_is_one_line_and_the_previous_one_restores(d
       and "unreadable" in after[0] and "trying the previous one" in after[0], p.stderr
 
 
+LATE = """
+import asyncio, sys, tensorstore as ts
+from depthscale.io import checkpoint
+if sys.argv[1] == "after":  # what a failed restore installs
+  checkpoint._drop_late_callbacks_to_closed_loops()
+closed = asyncio.new_event_loop()
+closed.close()
+promise, future = ts.Promise.new()  # a read that ends after orbax closed its loop
+future.add_done_callback(lambda f: closed.call_soon_threadsafe(print, "late"))
+def own(f):
+  raise ValueError("a callback's own error")
+future.add_done_callback(own)
+promise.set_result(1)
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_late_read_after_a_failed_restore_prints_nothing_more(when):
+  """Session 24's flaky line: tensorstore reports a callback that posts to orbax's closed
+  loop through sys.unraisablehook. Before a failed restore it prints (the reproduction
+  is real); after one, that traceback is dropped and any other still prints."""
+  p = subprocess.run([sys.executable, "-c", LATE, when], capture_output=True, text=True,
+                     timeout=120)
+  assert p.returncode == 0, p.stderr
+  assert "a callback's own error" in p.stderr
+  assert ("Event loop is closed" in p.stderr) == (when == "before"), p.stderr
+
+
 def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, capsys):
   tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.zeros((), np.int32)}
   ck = GroupCheckpoints(str(tmp_path / "ck"))

@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import sys
+import traceback
 
 import jax
 import orbax.checkpoint as ocp
@@ -78,6 +79,7 @@ class GroupCheckpoints:
         with _library_logs_quiet():
           tree = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
       except Exception as e:  # corrupt or half-written: fall back to the previous one
+        _drop_late_callbacks_to_closed_loops()
         print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
               f"({type(e).__name__}); trying the previous one", file=sys.stderr)
         continue
@@ -109,6 +111,31 @@ def _library_logs_quiet():
     yield
   finally:
     logger.setLevel(level)
+
+
+def _drop_late_callbacks_to_closed_loops() -> None:
+  """After a failed restore, tensorstore may finish reads orbax no longer waits for: their
+  done-callbacks post to the event loop orbax has closed, and tensorstore reports each
+  RuntimeError('Event loop is closed') through sys.unraisablehook, a traceback after
+  depthscale's one line. Those (and only those) are dropped; every other unraisable
+  exception reaches the hook that was there before. Installed once per process."""
+  before = sys.unraisablehook
+  if getattr(before, "_depthscale", False):
+    return
+
+  def hook(u):
+    if not _late_callback_to_closed_loop(u):
+      before(u)
+  hook._depthscale = True
+  sys.unraisablehook = hook
+
+
+def _late_callback_to_closed_loop(u) -> bool:
+  if u.object is not None or u.exc_type is not RuntimeError or \
+      str(u.exc_value) != "Event loop is closed":
+    return False
+  frames = [f.name for f in traceback.extract_tb(u.exc_traceback)]
+  return frames[-2:] == ["call_soon_threadsafe", "_check_closed"]
 
 
 def disk_full(e: BaseException) -> bool:
