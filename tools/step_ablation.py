@@ -6,7 +6,8 @@ formulas (the code before them), at a bench preset's shape.
 
 Each round runs every variant in a fresh process (compile, warm up, then time the engine's
 dispatches of all the preset's models, and a one-model program's steps), variants in turn,
-so that each round compares like with like on a shared machine; it prints each variant's
+so that each round compares like with like on a shared machine (the order reversed every
+other round, so that a drift in the machine's speed does not favour one); it prints each variant's
 median and its median ratio to `autodiff both` (the code before). A CPU's figures only:
 on a GPU the same script measures that device (nothing here is CPU-specific).
 """
@@ -85,7 +86,7 @@ def main() -> int:
     return 0
   rows = {v: [] for v in VARIANTS}
   for r in range(args.rounds):
-    for v in VARIANTS:
+    for v in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
       out = subprocess.run([sys.executable, __file__, "--preset", args.preset, "--variant", v],
                            capture_output=True, text=True, check=True).stdout
       rows[v].append(json.loads(out.strip().splitlines()[-1]))
