@@ -169,3 +169,32 @@ def test_the_nstar_plot_marks_a_censored_point_and_fits_over_the_others():
   open_markers = [c for c in ax.collections if len(c.get_offsets())
                   and (c.get_facecolor().size == 0 or c.get_facecolor()[0][3] == 0)]
   assert any((4.0, 24.0) in map(tuple, c.get_offsets()) for c in open_markers)
+
+
+def test_the_nstar_plot_rings_the_models_that_grew():
+  """A growth study (grid length 24, length_max 96): depth 4's seeds grew (trained at 96:
+  n* 92 measured, and 96 solved up to `measured_length`); depth 3's seed 1 grew to 48 and
+  stopped there; the rest stayed at 24. Exactly the grown seeds are ringed."""
+  from depthscale.report import plots
+  n = {(1, 0): 6, (1, 1): 6, (2, 0): 7, (2, 1): 7, (3, 0): 10, (3, 1): 30, (4, 0): 92,
+       (4, 1): 96}
+  trained = {(3, 1): 48, (4, 0): 96, (4, 1): 96}
+  rows = [dict(task="khop", depth=d, width=32, heads=2, seed=s, lr=1e-3, length=24,
+               repeats=1, n_star=n[d, s], trained_length=trained.get((d, s), 24),
+               measured_length=96, frozen=False) for d in (1, 2, 3, 4) for s in (0, 1)]
+  sets = settings(rows)
+  assert [s["grew"] for s in sets] == [[False, False], [False, False], [False, True],
+                                       [True, True]]
+  data = plots.scaling_data("depth", all_fits(rows), sets)
+  assert sorted(data["grown"]) == [(3, 30), (4, 92), (4, 96)]
+  assert {(x, n, c) for x, n, c in data["seeds"]} >= {(4, 96, True), (4, 92, False)}
+  fig = plots.scaling_figure("depth", data, "n*")
+  (ring,) = [c for c in fig.axes[0].collections
+             if c.get_label() == "grew past the grid's length"]
+  assert sorted(map(tuple, ring.get_offsets().tolist())) == [(3.0, 30.0), (4.0, 92.0),
+                                                             (4.0, 96.0)]
+  rows = [dict(r, trained_length=24) for r in rows]  # nothing grew: no ring, no legend
+  data = plots.scaling_data("depth", all_fits(rows), settings(rows))
+  assert data["grown"] == []
+  labels = [c.get_label() for c in plots.scaling_figure("depth", data, "n*").axes[0].collections]
+  assert "grew past the grid's length" not in labels

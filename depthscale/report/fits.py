@@ -109,14 +109,25 @@ def group_settings(rows) -> list[tuple[dict, list[dict]]]:
 
 
 def settings(rows) -> list[dict]:
-  """One plain dict per setting: its fields, seeds, n* per seed, best and median n*."""
+  """One plain dict per setting: its fields, seeds, n* per seed, best and median n*, and
+  per seed whether it grew past the grid's length (train.length_max)."""
   out = []
   for fields, group in group_settings(rows):
     ns = [int(r["n_star"]) for r in group]
     out.append({**fields, "seeds": [r.get("seed") for r in group], "n_star": ns,
                 "best": max(ns), "median": float(np.median(ns)),
-                "frozen": sum(bool(r.get("frozen", False)) for r in group)})
+                "frozen": sum(bool(r.get("frozen", False)) for r in group),
+                "grew": [_grew(r) for r in group]})
   return out
+
+
+def _grew(row) -> bool:
+  """Whether a model trained past its grid length (a growth study's grown model)."""
+  trained, length = row.get("trained_length"), row.get("length")
+  try:
+    return int(trained) > int(length)
+  except (TypeError, ValueError):  # rows of a study without the column, or not numeric
+    return False
 
 
 def _xy(axis: str, setting: dict, n_star):

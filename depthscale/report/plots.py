@@ -31,7 +31,7 @@ def _save(fig, path: str) -> None:
 
 def scaling_data(axis: str, all_fit: dict, sets: list[dict]) -> dict | str:
   """What the n*-vs-`axis` plot draws, or why it is skipped: `seeds` [(x, n*, censored)]
-  (each seed); `lines` [{label, style, color, points: [(x, n*, censored)]}] (best and
+  (each seed); `grown` [(x, n*)] (the seeds that grew past the grid's length); `lines` [{label, style, color, points: [(x, n*, censored)]}] (best and
   median per fit); `fits` [{label, color, x: (lo, hi), slope, intercept}], each drawn over
   the span of the points it used. Censored: n* = the length, a lower bound (fits.py)."""
   logged_y = axis in fits.LOG_AXES
@@ -40,11 +40,14 @@ def scaling_data(axis: str, all_fit: dict, sets: list[dict]) -> dict | str:
     return f"skipped: a single {axis} ({_fmt(values[0]) if values else 'none'})"
   mine = [pair for key, pair in all_fit.items() if key.startswith(fits.NAMES[axis])]
   fitted = lambda s: any(all(s.get(k) == v for k, v in p["best"]["where"].items()) for p in mine)
-  seeds = [(s[axis], n, bool(fits.is_censored(s, n))) for s in sets if fitted(s)
-           for n in s["n_star"] if not logged_y or n >= 1]
-  if not seeds:
+  kept = [(s, n, g) for s in sets if fitted(s)
+          for n, g in zip(s["n_star"], s.get("grew") or [False] * len(s["n_star"]))
+          if not logged_y or n >= 1]
+  if not kept:
     return "skipped: no model reached n* >= 1, so log2 n* is undefined"
-  out = {"seeds": seeds, "lines": [], "fits": [], "logged_y": logged_y, "values": values}
+  seeds = [(s[axis], n, bool(fits.is_censored(s, n))) for s, n, _ in kept]
+  out = {"seeds": seeds, "grown": [(s[axis], n) for s, n, g in kept if g], "lines": [],
+         "fits": [], "logged_y": logged_y, "values": values}
   for i, pair in enumerate(mine):
     color, tag = f"C{i}", ", ".join(f"{k}={v}" for k, v in pair["best"]["where"].items())
     for reduce, style in (("best", "o-"), ("median", "s--")):
@@ -64,7 +67,8 @@ def scaling_data(axis: str, all_fit: dict, sets: list[dict]) -> dict | str:
 def scaling(axis: str, all_fit: dict, sets: list[dict], path: str,
             measure: str = "n* (largest length at >= 95% accuracy)") -> str | None:
   """n* against depth or repeats (log2 n* axis) or width (log2 width axis): seeds, best,
-  median, fit; a censored n* (= the length) as an open triangle, a lower bound."""
+  median, fit; a censored n* (= the length) as an open triangle, a lower bound; a seed
+  that grew past the grid's length (train.length_max) ringed."""
   data = scaling_data(axis, all_fit, sets)
   if isinstance(data, str):
     return data
@@ -77,6 +81,9 @@ def scaling_figure(axis: str, data: dict, measure: str):
   logged_y = data["logged_y"]
   fig, ax = _canvas()
   _points(ax, data["seeds"], dict(s=12, color="0.6", alpha=0.6), "each seed")
+  if data.get("grown"):
+    ax.scatter(*zip(*data["grown"]), s=70, marker="o", facecolors="none", edgecolors="k",
+               linewidths=0.8, label="grew past the grid's length")
   for line in data["lines"]:
     xs, ns, _ = zip(*line["points"])
     ax.plot(xs, ns, line["style"][1:], color=line["color"])
