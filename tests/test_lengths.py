@@ -141,3 +141,27 @@ def test_a_resume_across_length_changes_gives_the_same_results(grown, tmp_path):
         {k: v for k, v in b.items() if not k.endswith("_s")}
   for name in grown.curves:
     np.testing.assert_array_equal(grown.curves[name], again.curves[name])
+
+
+def test_the_full_length_accuracy_in_slices_equals_it_in_one_call():
+  """Growth measures n* on the held-out set at length_max in slices of its examples
+  (core/metrics.py): the exact 0/1 hit counts, so the same float32 accuracy per position
+  as one call over the whole set, for any slice count (7 -> 10 slices of 60 examples)."""
+  from depthscale.core import metrics
+  k1, k2 = jax.random.split(jax.random.key(3))
+  inputs = jax.random.randint(k1, (60, 40), 0, 7, jnp.int32)
+  mask = jax.random.bernoulli(k2, 0.8, (60, 40)).at[:, 0].set(False)  # position 0 never
+  batch = Batch(inputs=inputs, targets=inputs, mask=mask)
+
+  def evaluate(b):  # three "models", each right where its own rule says (as make_evaluate)
+    m = b.mask.astype(jnp.float32)
+    acc = [((b.inputs + i) % 3 != 0).astype(jnp.float32) for i in range(3)]
+    return {"per_position_acc": jnp.stack([(a * m).sum(0) / jnp.maximum(m.sum(0), 1.0)
+                                           for a in acc])}
+
+  whole = np.asarray(evaluate(batch)["per_position_acc"])
+  assert 0 < whole[:, 1:].min() < whole[:, 1:].max() < 1
+  for chunks in (1, 7, 60):
+    got = metrics.per_position_acc_sliced(evaluate, batch, chunks)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, whole)

@@ -124,10 +124,8 @@ def settings(rows) -> list[dict]:
 def _grew(row) -> bool:
   """Whether a model trained past its grid length (a growth study's grown model)."""
   trained, length = row.get("trained_length"), row.get("length")
-  try:
-    return int(trained) > int(length)
-  except (TypeError, ValueError):  # rows of a study without the column, or not numeric
-    return False
+  return isinstance(trained, (int, float)) and isinstance(length, (int, float)) and \
+      trained > length
 
 
 def _xy(axis: str, setting: dict, n_star):
