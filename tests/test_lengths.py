@@ -165,3 +165,31 @@ def test_the_full_length_accuracy_in_slices_equals_it_in_one_call():
     got = metrics.per_position_acc_sliced(evaluate, batch, chunks)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, whole)
+
+
+def test_a_checkpoint_from_before_length_buckets_resumes(grown, tmp_path):
+  """A curriculum's checkpoint written before session 24 has no `paid` curve. It resumes
+  (it is not dropped for a restart from step 0): the same rows and curves as the
+  uninterrupted run, except that its steps before the checkpoint count as paid at the
+  full length (what the code then computed), since nothing recorded less."""
+  ckpt = GroupCheckpoints(str(tmp_path / "now"))
+  with pytest.raises(train_group.Interrupted):
+    _grow(checkpoints=ckpt, checkpoint_every=20, hooks=_StopAfter(20))
+  step = max(ckpt.manager.all_steps())  # the latest: what a resume reads
+  payload = ckpt.manager.restore(step)  # as saved, then without `paid`: the old shape
+  del payload["curves"]["paid"]
+  old = GroupCheckpoints(str(tmp_path / "old"))
+  old.save(step, payload)
+  again = _grow(checkpoints=GroupCheckpoints(str(tmp_path / "old")), checkpoint_every=20)
+  full = GROWN_TCFG.length_max
+  for i, (a, b) in enumerate(zip(grown.rows, again.rows)):
+    early = grown.curves["paid"][:step, i].sum()
+    assert b["positions_paid"] == a["positions_paid"] - early + full * step, (a, b)
+    assert {k: v for k, v in a.items() if not k.endswith("_s") and k != "positions_paid"} \
+        == {k: v for k, v in b.items() if not k.endswith("_s") and k != "positions_paid"}
+  for name in grown.curves:
+    a, b = grown.curves[name], again.curves[name]
+    if name == "paid":
+      assert np.all(np.isnan(b[:step])) and a[:step].max() < full
+      a, b = a[step:], b[step:]
+    np.testing.assert_array_equal(a, b)

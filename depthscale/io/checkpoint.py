@@ -68,20 +68,26 @@ class GroupCheckpoints:
     return UserError(f"No space left on the device for the step-{step} checkpoint in "
                      f"{self.manager.directory} ({why}); {then}")
 
-  def restore_latest(self, like, check=None):
+  def restore_latest(self, like, check=None, older=()):
     """(step, tree) of the newest checkpoint that restores and that `check(step, tree)`
     finds nothing wrong with (it returns None, or what is wrong), or (None, None); one line
-    per checkpoint that does not (orbax's own error logs for it silenced: the line says it)."""
-    like = jax.device_get(like)
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    per checkpoint that does not (orbax's own error logs for it silenced: the line says it).
+    `older`: the shapes an earlier version saved, each tried in turn where `like` fails."""
+    shapes = [jax.tree.map(ocp.utils.to_shape_dtype_struct, jax.device_get(x))
+              for x in (like, *older)]
     for step in sorted(self.manager.all_steps(), reverse=True):
-      try:
-        with _library_logs_quiet():
-          tree = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
-      except Exception as e:  # corrupt or half-written: fall back to the previous one
+      tree, error = None, None
+      for abstract in shapes:
+        try:
+          with _library_logs_quiet():
+            tree = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+          break
+        except Exception as e:  # corrupt, half-written, or of another shape
+          error = e
+      if tree is None:  # fall back to the previous one
         _drop_late_callbacks_to_closed_loops()
         print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
-              f"({type(e).__name__}); trying the previous one", file=sys.stderr)
+              f"({type(error).__name__}); trying the previous one", file=sys.stderr)
         continue
       why = check(step, tree) if check is not None else None
       if why is None:

@@ -110,11 +110,17 @@ class GroupRun:
   def restore(self) -> None:
     """Continue from the latest checkpoint, if any (any device count for a static group;
     a queued one on the device count it was saved on)."""
-    step, saved = self.checkpoints.restore_latest(self.payload(), lambda at, tree: (
+    like = self.payload()
+    older = []  # before session 24 a curriculum's curves had no `paid`: its steps paid the
+    if "paid" in self.curves:  # full length, which lengths_paid reads NaN as
+      older.append(dict(like, curves={k: v for k, v in self.curves.items() if k != "paid"}))
+    step, saved = self.checkpoints.restore_latest(like, lambda at, tree: (
         saved_check.problem(tree, at, self.n, self.total, len(self.tcfg.stages()),
-                            not self.schedule.checks)))
+                            not self.schedule.checks)), older)
     if step is None:
       return
+    if "paid" in self.curves and "paid" not in saved["curves"]:
+      saved["curves"]["paid"] = np.full_like(self.curves["paid"], np.nan)
     table, built = self.schedule.restore(saved)
     if table is not None:
       self._check_slots(step, len(np.asarray(saved["built"])))
