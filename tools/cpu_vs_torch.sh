@@ -10,6 +10,7 @@ set -euo pipefail
 out=$(realpath -m "${1:-cpu_vs_torch.json}")
 preset=${2:-small}
 rounds=${3:-3}
+(( rounds >= 1 )) || { echo "cpu_vs_torch.sh: ROUNDS must be 1 or more, not $rounds" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 TORCH_PYTHON=${TORCH_PYTHON:-$HOME/.torchvenv/bin/python}
@@ -29,13 +30,15 @@ out, work, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 each = [json.load(open(f"{work}/ratio{r}.json")) for r in range(1, rounds + 1)]
 keys = ("engine_over_best_torch", "sequential_over_eager", "engine_model_steps_per_s",
         "sequential_model_steps_per_s")
-med = {k: statistics.median(e[k] for e in each if e[k] is not None) for k in keys}
+f = lambda x: "n/a" if x is None else f"{x:.2f}"
+med = {k: statistics.median(v) if (v := [e[k] for e in each if e[k] is not None]) else None
+       for k in keys}
 json.dump({"median": med, "rounds": each}, open(out, "w"), indent=2)
 for r, e in enumerate(each, 1):
   print(f"round {r}: engine {e['engine_model_steps_per_s']:.1f}, torch "
         + ", ".join(f"{v} {x:.1f}" for v, x in e["torch_model_steps_per_s"].items())
-        + f"; engine / best torch ({e['best_torch']}) {e['engine_over_best_torch']:.2f}, "
-        f"one-model / eager {e['sequential_over_eager']:.2f}")
-print(f"median of {rounds} rounds: engine / best torch {med['engine_over_best_torch']:.2f}; "
-      f"one-model step / torch eager {med['sequential_over_eager']:.2f}; wrote {out}")
+        + f"; engine / best torch ({e['best_torch']}) {f(e['engine_over_best_torch'])}, "
+        f"one-model / eager {f(e['sequential_over_eager'])}")
+print(f"median of {rounds} rounds: engine / best torch {f(med['engine_over_best_torch'])}; "
+      f"one-model step / torch eager {f(med['sequential_over_eager'])}; wrote {out}")
 PY

@@ -97,20 +97,23 @@ def make_evaluate(task, cfg: ModelConfig):
 
 def per_position_acc_sliced(evaluate, batch, chunks: int) -> np.ndarray:
   """[M, T] held-out accuracy per position of `evaluate` (batch -> make_evaluate's dict)
-  over `batch`, evaluated in at least `chunks` equal slices of its examples (the next
-  count that divides them): each slice's 0/1 hits per position are recovered exactly
-  from its mean and summed, so the result is the whole batch's (in the evaluator's float32)
-  at a slice's memory."""
+  over `batch`, evaluated in `chunks` slices of its examples (the last padded with rows
+  that count nowhere): each slice's 0/1 hits per position are recovered exactly from its
+  mean and summed, so the result is the whole batch's (in the evaluator's float32) at a
+  slice's memory."""
   mask_BxT = np.asarray(batch.mask)
   size = mask_BxT.shape[0]
   chunks = max(1, min(chunks, size))
-  while size % chunks:
-    chunks += 1
-  per, hits = size // chunks, 0.0
+  per = -(-size // chunks)
+  pad = per * chunks - size
+  if pad:  # one slice shape (one compile): padded rows have mask False
+    batch = jax.tree.map(lambda x: jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:],
+                                                                 x.dtype)]), batch)
+  hits = 0.0
   for c in range(chunks):
     part = jax.tree.map(lambda x: x[c * per:(c + 1) * per], batch)
     acc_MxT = np.asarray(jax.device_get(evaluate(part)["per_position_acc"]), np.float64)
-    hits = hits + np.rint(acc_MxT * mask_BxT[c * per:(c + 1) * per].sum(0))
+    hits = hits + np.rint(acc_MxT * np.asarray(part.mask).sum(0))
   return (hits / np.maximum(mask_BxT.sum(0), 1)).astype(np.float32)  # the evaluator's
 
 

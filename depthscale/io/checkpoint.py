@@ -75,17 +75,18 @@ class GroupCheckpoints:
     `older`: the shapes an earlier version saved, each tried in turn where `like` fails."""
     shapes = [jax.tree.map(ocp.utils.to_shape_dtype_struct, jax.device_get(x))
               for x in (like, *older)]
+    _drop_late_callbacks_to_closed_loops()  # before any read can fail
     for step in sorted(self.manager.all_steps(), reverse=True):
-      tree, error = None, None
+      tree, errors = None, []
       for abstract in shapes:
         try:
           with _library_logs_quiet():
             tree = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
           break
         except Exception as e:  # corrupt, half-written, or of another shape
-          error = e
-      if tree is None:  # fall back to the previous one
-        _drop_late_callbacks_to_closed_loops()
+          errors.append(e)
+      if tree is None:  # fall back to the previous one; the current shape's error named
+        error = errors[0]
         print(f"depthscale: checkpoint step {step} in {self.manager.directory} is unreadable "
               f"({type(error).__name__}); trying the previous one", file=sys.stderr)
         continue
@@ -120,11 +121,12 @@ def _library_logs_quiet():
 
 
 def _drop_late_callbacks_to_closed_loops() -> None:
-  """After a failed restore, tensorstore may finish reads orbax no longer waits for: their
+  """When a restore fails, tensorstore may finish reads orbax no longer waits for: their
   done-callbacks post to the event loop orbax has closed, and tensorstore reports each
   RuntimeError('Event loop is closed') through sys.unraisablehook, a traceback after
   depthscale's one line. Those (and only those) are dropped; every other unraisable
-  exception reaches the hook that was there before. Installed once per process."""
+  exception reaches the hook that was there before. Installed once per process, by the
+  first restore."""
   before = sys.unraisablehook
   if getattr(before, "_depthscale", False):
     return

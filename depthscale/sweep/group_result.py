@@ -55,13 +55,15 @@ def full_length_acc(run):
   """With growth: each model's held-out accuracy per position over the full length (spec
   order), where its n* is measured; None without growth (stopping rules and slots are
   refused with growth: the program holds every model to the end). Evaluated in slices of
-  the held-out set, each of about as many tokens as the grid length's evaluation (which
-  the memory fit covers), the 0/1 hit counts summed exactly."""
+  the held-out set, each with attention arrays (examples x length^2) no larger than the
+  grid length's evaluation's, the 0/1 hit counts summed exactly. Neither evaluation is in
+  the memory fit (plan.fit_memory measures the training program)."""
   if run.tcfg.length_max <= run.tcfg.length:
     return None
   held = run.held_full
   mask_BxT = np.asarray(held.mask)
-  chunks = -(-mask_BxT.shape[1] // run.held.mask.shape[1])  # the grid length's tokens a call
+  ratio = -(-mask_BxT.shape[1] // run.held.mask.shape[1])  # slices whose attention arrays
+  chunks = ratio * ratio                                   # match the grid length's eval
   acc = metrics.per_position_acc_sliced(
       lambda part: run.evaluate(run.state.params, run.arch, part), held, chunks)
   acc = program.take(acc, run.prog.back)
