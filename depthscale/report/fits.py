@@ -109,23 +109,16 @@ def group_settings(rows) -> list[tuple[dict, list[dict]]]:
 
 
 def settings(rows) -> list[dict]:
-  """One plain dict per setting: its fields, seeds, n* per seed, best and median n*, and
-  per seed whether it grew past the grid's length (train.length_max)."""
+  """One plain dict per setting: fields, seeds, per seed n* and `grew` (past the grid's
+  length), best and median n*."""
   out = []
   for fields, group in group_settings(rows):
     ns = [int(r["n_star"]) for r in group]
     out.append({**fields, "seeds": [r.get("seed") for r in group], "n_star": ns,
                 "best": max(ns), "median": float(np.median(ns)),
                 "frozen": sum(bool(r.get("frozen", False)) for r in group),
-                "grew": [_grew(r) for r in group]})
+                "grew": [(r.get("trained_length") or 0) > (r.get("length") or 0) for r in group]})
   return out
-
-
-def _grew(row) -> bool:
-  """Whether a model trained past its grid length (a growth study's grown model)."""
-  trained, length = row.get("trained_length"), row.get("length")
-  return isinstance(trained, (int, float)) and isinstance(length, (int, float)) and \
-      trained > length
 
 
 def _xy(axis: str, setting: dict, n_star):

@@ -1,5 +1,6 @@
 """What a caller gives a group run (sweep/group_run.py) beyond its program, and what it
-hears back: the run options, the hooks, and the stop that interrupts it."""
+hears back: the run options, the hooks, the stop that interrupts it, and how many steps
+one dispatch runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -47,3 +48,14 @@ class Hooks:
 
   def on_slots(self, summary: dict) -> None:
     pass
+
+
+DISPATCH_S = 2.0  # target seconds of one dispatch: a stop request waits for at most ~2
+
+
+def next_dispatch(n: int, steps_per_s: float | None, k: int) -> int:
+  """Steps in the next dispatch: double from 1 until a rate is measured, then enough
+  for about DISPATCH_S seconds; never more than steps_per_call (k)."""
+  if steps_per_s is None:
+    return min(2 * n, k)
+  return max(1, min(k, int(steps_per_s * DISPATCH_S)))

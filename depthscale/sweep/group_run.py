@@ -17,18 +17,8 @@ from tqdm.auto import tqdm
 from depthscale.errors import UserError
 from depthscale.core import lengths, metrics, program, stopping
 from depthscale.sweep import resize, saved_check, schedules, slots as slots_lib
-from depthscale.sweep.group_options import Hooks, Interrupted, RunOptions
+from depthscale.sweep.group_options import Hooks, Interrupted, RunOptions, next_dispatch
 from depthscale.sweep.group_result import CURVES, GroupResult, full_length_acc, rows_of
-
-DISPATCH_S = 2.0  # target seconds of one dispatch: a stop request waits for at most ~2
-
-
-def next_dispatch(n: int, steps_per_s: float | None, k: int) -> int:
-  """Steps in the next dispatch: double from 1 until a rate is measured, then enough
-  for about DISPATCH_S seconds; never more than steps_per_call (k)."""
-  if steps_per_s is None:
-    return min(2 * n, k)
-  return max(1, min(k, int(steps_per_s * DISPATCH_S)))
 
 
 class GroupRun:
@@ -111,16 +101,12 @@ class GroupRun:
     """Continue from the latest checkpoint, if any (any device count for a static group;
     a queued one on the device count it was saved on)."""
     like = self.payload()
-    older = []  # before session 24 a curriculum's curves had no `paid`: its steps paid the
-    if "paid" in self.curves:  # full length, which lengths_paid reads NaN as
-      older.append(dict(like, curves={k: v for k, v in self.curves.items() if k != "paid"}))
     step, saved = self.checkpoints.restore_latest(like, lambda at, tree: (
         saved_check.problem(tree, at, self.n, self.total, len(self.tcfg.stages()),
-                            not self.schedule.checks)), older)
+                            not self.schedule.checks)), saved_check.older_shapes(like))
     if step is None:
       return
-    if "paid" in self.curves and "paid" not in saved["curves"]:
-      saved["curves"]["paid"] = np.full_like(self.curves["paid"], np.nan)
+    saved = saved_check.upgraded(saved, like)
     table, built = self.schedule.restore(saved)
     if table is not None:
       self._check_slots(step, len(np.asarray(saved["built"])))

@@ -2,7 +2,8 @@
 of the current shape restores whatever its arrays hold; one whose slot table, curves or
 stop state cannot be the group's at that step (a damaged file, a bad copy, a hand edit)
 is refused here, so that restore falls back to the one before (io/checkpoint.py) instead
-of training on from it. Pure numpy on the payload sweep/group_run.py saves."""
+of training on from it; and which older payload shapes still restore. Pure numpy on the
+payload sweep/group_run.py saves."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,6 +22,22 @@ def problem(saved: dict, step: int, n: int, total: int, n_stages: int,
     if why:
       return why
   return None
+
+
+def older_shapes(like: dict) -> list[dict]:
+  """The payload shapes earlier versions saved for a group whose payload is `like`:
+  before session 24 a curriculum's curves had no `paid` (its steps paid the full length)."""
+  if "paid" not in like["curves"]:
+    return []
+  return [dict(like, curves={k: v for k, v in like["curves"].items() if k != "paid"})]
+
+
+def upgraded(saved: dict, like: dict) -> dict:
+  """`saved` (of `like`'s shape or an older one) in `like`'s shape: a missing `paid` curve
+  all NaN, which group_result.lengths_paid reads as the full length."""
+  if "paid" in like["curves"] and "paid" not in saved["curves"]:
+    saved["curves"]["paid"] = np.full_like(like["curves"]["paid"], np.nan)
+  return saved
 
 
 def _models(saved, step, n, total, n_stages, static):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from depthscale.core import program, stopping, train
 from depthscale.sweep.group_result import CURVES, GroupResult  # noqa: F401 -- re-exported
-from depthscale.sweep.group_options import Hooks, Interrupted, RunOptions  # noqa: F401
-from depthscale.sweep.group_run import DISPATCH_S, GroupRun, next_dispatch  # noqa: F401
+from depthscale.sweep.group_options import (DISPATCH_S, Hooks, Interrupted,  # noqa: F401
+                                            RunOptions, next_dispatch)
+from depthscale.sweep.group_run import GroupRun  # noqa: F401
 
 
 def train_group(task, specs, tcfg: train.TrainConfig, *, steps_per_call: int = 100,
