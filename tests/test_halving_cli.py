@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, read_rows
-from test_queue_cli import checkpoint_steps, cli
+from test_queue_cli import checkpoint_steps, cli, run_to_end
 
 ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.depth=[1]", "--config.grid.lr=[1e-3,3e-3,1e-2]",
@@ -30,13 +30,6 @@ def run_until(workdir, step):
   return p
 
 
-def run_to_end(workdir):
-  p = cli("run", *ARGS, "--workdir", str(workdir))
-  _, err = p.communicate(timeout=600)
-  assert p.returncode == 0, err[-2000:]
-  return err
-
-
 def group_file(workdir):
   (gid,) = os.listdir(workdir / "groups")
   return json.loads((workdir / "groups" / gid).read_text())
@@ -45,7 +38,7 @@ def group_file(workdir):
 @pytest.mark.slow
 def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path):
   ref = tmp_path / "ref"
-  run_to_end(ref)
+  run_to_end(ref, ARGS)
   rows = read_rows(ref)
   assert sorted(r["stop"] for r in rows) == ["budget", "budget", "halved", "halved",
                                              "halved", "halved"], rows
@@ -69,7 +62,7 @@ def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path):
   assert f"pid {p.pid}" in status and "slots " in status, status
   assert readers[1].returncode != 0 and "run the sweep" in readers[1].stderr, readers[1].stderr
   assert not os.path.exists(got / "report.md") and not os.path.exists(got / "results.csv")
-  assert "resumes from its step-" in run_to_end(got)
+  assert "resumes from its step-" in run_to_end(got, ARGS)
   assert read_rows(got) == rows
   assert group_file(got)["curves"] == group_file(ref)["curves"]
   # SIGTERM once it has checkpointed: a clean exit, then the rerun ends as uninterrupted
@@ -78,6 +71,6 @@ def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path):
   p.send_signal(signal.SIGTERM)
   _, err = p.communicate(timeout=300)
   assert p.returncode == 0 and "Traceback" not in err, err[-2000:]
-  assert "resumes from its step-" in run_to_end(term)
+  assert "resumes from its step-" in run_to_end(term, ARGS)
   assert read_rows(term) == rows
   assert group_file(term)["curves"] == group_file(ref)["curves"]

@@ -35,9 +35,9 @@ def checkpoint_steps(workdir):
   return steps
 
 
-def run_to_end(workdir):
-  p = cli("run", *ARGS, "--workdir", str(workdir))
-  out, err = p.communicate(timeout=600)
+def run_to_end(workdir, args=ARGS):
+  p = cli("run", *args, "--workdir", str(workdir))
+  _, err = p.communicate(timeout=600)
   assert p.returncode == 0, err[-2000:]
   return err
 
