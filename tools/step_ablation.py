@@ -7,8 +7,8 @@ formulas (the code before them), at a bench preset's shape.
 Each round runs every variant in a fresh process (compile, warm up, then time the engine's
 dispatches of all the preset's models, and a one-model program's steps), variants in turn,
 so that each round compares like with like on a shared machine (the order reversed every
-other round, so that a drift in the machine's speed does not favour one); it prints each variant's
-median and its median ratio to `autodiff both` (the code before). A CPU's figures only:
+other round, so that a drift in the machine's speed favours none); it prints each
+variant's median and its median ratio to `autodiff both` (the code before). A CPU's figures only:
 on a GPU the same script measures that device (nothing here is CPU-specific).
 """
 from __future__ import annotations
