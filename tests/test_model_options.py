@@ -11,7 +11,7 @@ from depthscale import config, tasks
 from conftest import planned
 from depthscale.core import ensemble, program, train
 from depthscale.core.ensemble import ModelSpec
-from depthscale.model import Transformer, transformer
+from depthscale.model import Transformer, sums, transformer
 from depthscale.sweep import study as study_lib
 
 # Padded mixed shapes: model 1 has 2 of the group's 8 heads, 6 of its 8 head units and
@@ -288,11 +288,35 @@ def _autodiff_layer_norm(x, scale, bias, mask, eps=1e-5):
   return c * jax.lax.rsqrt(var + eps) * scale + bias * mask
 
 
+@pytest.mark.parametrize("dots", [True, False])
+def test_sums_equal_numpys_either_way(dots, monkeypatch):
+  """model/sums.py, as matmuls (a CPU's) and as reductions (an accelerator's), vmapped over
+  a batch as the model runs them: the sums numpy computes in float64."""
+  monkeypatch.setattr(sums, "as_dots", lambda platform=None: dots)
+  with jax.enable_x64(True):
+    ks = jax.random.split(jax.random.key(9), 3)
+    x, y = (jax.random.normal(k, (3, 5, 7), jnp.float64) for k in ks[:2])
+    w = jax.random.normal(ks[2], (7,), jnp.float64)
+    xn, yn, wn = np.asarray(x), np.asarray(y), np.asarray(w)
+    np.testing.assert_allclose(jax.vmap(sums.row_dot, (0, None))(x, w),
+                               (xn * wn).sum(-1, keepdims=True), rtol=1e-13)
+    np.testing.assert_allclose(jax.vmap(sums.pair_dot)(x, y), (xn * yn).sum(-1), rtol=1e-13)
+    np.testing.assert_allclose(sums.column_sum(x), xn.sum((0, 1)), rtol=1e-13)
+    np.testing.assert_allclose(jax.vmap(sums.column_sum)(x), xn.sum(1), rtol=1e-13)
+
+
+def test_sums_are_matmuls_on_a_cpu_only():
+  assert sums.as_dots("cpu") and not sums.as_dots("gpu") and not sums.as_dots("tpu")
+
+
+@pytest.mark.parametrize("dots", [True, False])
 @pytest.mark.parametrize("active", [16, 11])
-def test_layer_norm_backward_is_autodiffs(active):
+def test_layer_norm_backward_is_autodiffs(active, dots, monkeypatch):
   """float64, a full and a padded width (5 units masked), under vmap over a batch (as the
-  model runs it): values and the gradients of x, scale and bias equal autodiff's of the
+  model runs it), with its sums as matmuls (a CPU's) and as reductions (an
+  accelerator's): values and the gradients of x, scale and bias equal autodiff's of the
   plain formula to rounding; padded units get exactly zero gradient."""
+  monkeypatch.setattr(sums, "as_dots", lambda platform=None: dots)
   with jax.enable_x64(True):
     k1, k2, k3, k4 = jax.random.split(jax.random.key(3), 4)
     x = jax.random.normal(k1, (4, 7, 16), jnp.float64) * 3 + 1
@@ -325,13 +349,16 @@ def _autodiff_attention(q, k, v, scale):
   return jnp.einsum("hts,shk->thk", jax.nn.softmax(logits, axis=-1).astype(v.dtype), v)
 
 
+@pytest.mark.parametrize("dots", [True, False])
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 2e-5),
                                        ("bfloat16", 3e-2)])
-def test_einsum_attention_backward_is_autodiffs(dtype, tol):
+def test_einsum_attention_backward_is_autodiffs(dtype, tol, dots, monkeypatch):
   """Values and the gradients of q, k and v, vmapped over a batch (as the model runs it),
   with two padded heads (q = k = v = 0 and no weight in the output projection, as a
-  narrower model inside a padded group): equal to autodiff's of the plain formula to the
-  dtype's rounding; padded heads get exactly zero gradient."""
+  narrower model inside a padded group), its delta as a matmul (a CPU's) and as a
+  reduction: equal to autodiff's of the plain formula to the dtype's rounding; padded
+  heads get exactly zero gradient."""
+  monkeypatch.setattr(sums, "as_dots", lambda platform=None: dots)
   with jax.enable_x64(dtype == "float64"):
     dt = jnp.dtype(dtype)
     ks = jax.random.split(jax.random.key(5), 4)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from depthscale.model.sums import pair_dot
+
 # The valid values of ModelConfig.attention (a study's model.attention), resolved below
 ATTENTIONS = ("einsum", "dot_product", "cudnn", "auto")
 
@@ -86,8 +88,8 @@ def _attention_bwd(res, d_out_TxHxK):
                    preferred_element_type=wide).astype(v_TxHxK.dtype)
   d_attn_HxTxT = jnp.einsum("thk,shk->hts", d_out_TxHxK, v_TxHxK, precision=bf16,
                             preferred_element_type=wide)
-  delta_TxH = jnp.sum(d_out_TxHxK.astype(wide) * out_TxHxK.astype(wide), -1)  # a reduce,
-  delta_HxTx1 = delta_TxH.T[..., None]                                      # not a matmul
+  delta_TxH = pair_dot(d_out_TxHxK.astype(wide), out_TxHxK.astype(wide))  # model/sums.py
+  delta_HxTx1 = delta_TxH.T[..., None]
   d_logits_HxTxT = attn_HxTxT.astype(wide) * (d_attn_HxTxT - delta_HxTx1) * scale.astype(wide)
   d_logits_HxTxT = d_logits_HxTxT.astype(q_TxHxK.dtype)
   d_q = jnp.einsum("hts,shk->thk", d_logits_HxTxT, k_TxHxK, precision=bf16,

@@ -10,6 +10,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from depthscale.model.sums import column_sum, row_dot
+
 
 def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
   """LayerNorm whose statistics run over the active units only; padded units give 0.
@@ -25,9 +27,8 @@ def masked_layer_norm(x_TxD, scale_D, bias_D, mask_D, eps=1e-5):
 def _norm_parts(x_TxD, mask_D, eps):
   """(x normalised over the active units, 1 / std per row, the active count)."""
   n = jnp.sum(mask_D)
-  m_1xD = mask_D[None]
-  mean_Tx1 = jnp.sum(x_TxD * m_1xD, -1, keepdims=True) / n
-  centred_TxD = (x_TxD - mean_Tx1) * m_1xD
+  mean_Tx1 = row_dot(x_TxD, mask_D) / n
+  centred_TxD = (x_TxD - mean_Tx1) * mask_D[None]
   var_Tx1 = jnp.sum(centred_TxD * centred_TxD, -1, keepdims=True) / n
   rstd_Tx1 = jax.lax.rsqrt(var_Tx1 + eps)
   return centred_TxD * rstd_Tx1, rstd_Tx1, n
@@ -52,13 +53,11 @@ def _norm_bwd(eps, res, g_TxD):
   xhat_TxD, rstd_Tx1, n, scale_D, mask_D = res
   m_1xD = mask_D[None]
   gs_TxD = g_TxD * scale_D[None] * m_1xD
-  mean_gs_Tx1 = jnp.sum(gs_TxD, -1, keepdims=True) / n
-  mean_gsx_Tx1 = jnp.sum(gs_TxD * xhat_TxD, -1, keepdims=True) / n
+  gx_TxD = g_TxD * xhat_TxD  # xhat is 0 on padded units: sum(gs xhat) = sum(gx scale)
+  mean_gs_Tx1 = row_dot(g_TxD, scale_D * mask_D) / n
+  mean_gsx_Tx1 = row_dot(gx_TxD, scale_D) / n
   dx_TxD = rstd_Tx1 * (gs_TxD - (mean_gs_Tx1 + xhat_TxD * mean_gsx_Tx1) * m_1xD)
-  rows = tuple(range(g_TxD.ndim - 1))
-  d_scale = jnp.sum(g_TxD * xhat_TxD, rows)
-  d_bias = jnp.sum(g_TxD * m_1xD, rows)
-  return dx_TxD, d_scale, d_bias, jnp.zeros_like(mask_D)
+  return dx_TxD, column_sum(gx_TxD), column_sum(g_TxD) * mask_D, jnp.zeros_like(mask_D)
 
 
 _norm.defvjp(_norm_fwd, _norm_bwd)
