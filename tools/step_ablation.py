@@ -3,6 +3,7 @@ the written-out LayerNorm and attention backward passes against JAX's autodiff o
 formulas (the code before them), at a bench preset's shape.
 
   python tools/step_ablation.py [--preset small] [--rounds 3]
+  python tools/step_ablation.py --paired "sums as reductions" [--pairs 12]
 
 Each round runs every variant in a fresh process (compile, warm up, then time the engine's
 dispatches of all the preset's models, and a one-model program's steps), variants in turn,
@@ -10,6 +11,12 @@ so that each round compares like with like on a shared machine (the order revers
 other round, so that a drift in the machine's speed favours none); it prints each
 variant's median and its median ratio to `autodiff both` (the code before). A CPU's figures only:
 on a GPU the same script measures that device (nothing here is CPU-specific).
+
+--paired V builds the engine as is and with variant V in one process (the variant is
+applied at trace time) and alternates their dispatches (A B, then B A), which a noisy
+machine's drift cannot favour: it prints each one's median and the median of the pairs'
+ratios (as is / V: what the change bought). "sums as reductions" is model/sums.py's
+accelerator path (reductions) on this machine.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import subprocess
 import sys
 
 VARIANTS = ("as is", "autodiff LayerNorm", "autodiff attention", "autodiff both")
+PAIRED_ONLY = ("sums as reductions",)
 
 
 def _patch(variant: str) -> None:
@@ -36,6 +44,9 @@ def _patch(variant: str) -> None:
       var = jnp.sum(c * c, -1, keepdims=True) / n
       return c * jax.lax.rsqrt(var + eps) * scale[None] + bias[None] * m
     layer_norm._norm = norm
+  if variant == "sums as reductions":
+    from depthscale.model import sums
+    sums.as_dots = lambda platform=None: False
   if variant in ("autodiff attention", "autodiff both"):
     attention._einsum_attention = lambda q, k, v, scale: attention._attention_fwd(
         q, k, v, scale)[0]
@@ -75,12 +86,63 @@ def measure(variant: str, preset: str) -> dict:
   return {"engine": engine, "one_model": 1 / statistics.median(times)}
 
 
+def paired(variant: str, preset: str, pairs: int) -> dict:
+  """In this process: the engine as is and with `variant`, dispatches alternated."""
+  import dataclasses
+  import time
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                             + " --xla_force_host_platform_device_count=2")
+  import jax
+  import numpy as np
+  jax.config.update("jax_default_matmul_precision", "highest")
+  from depthscale import tasks
+  from depthscale.bench import shapes
+  from depthscale.bench.programs import train_config
+  from depthscale.core import program
+  p = shapes.PRESETS[preset]
+  task = tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
+  specs, devs, k = shapes.grid_specs(p, p.models), jax.local_devices(), np.int32(p.engine_k)
+
+  def engine(extra: int):  # another total_steps: a program of its own, traced again
+    tcfg = train_config(p, p.chunk_on(devs[0].platform))
+    tcfg = dataclasses.replace(tcfg, total_steps=tcfg.total_steps + extra)
+    prog = program.build(program.Blueprint.of(task, specs, tcfg, {}, p.engine_k), devs)
+    carry = [prog.run(prog.state, prog.hp, prog.arch, k)[0]]
+
+    def dispatch() -> float:
+      t0 = time.perf_counter()
+      carry[0], m = prog.run(carry[0], prog.hp, prog.arch, k)
+      jax.block_until_ready(m)
+      return time.perf_counter() - t0
+    dispatch()
+    return dispatch
+  as_is = engine(0)
+  _patch(variant)
+  other = engine(1)
+  n, a, b = len(specs) * p.engine_k, [], []
+  for i in range(pairs):
+    first, second = (as_is, other) if i % 2 == 0 else (other, as_is)
+    t1, t2 = first(), second()
+    a.append(t1 if i % 2 == 0 else t2)
+    b.append(t2 if i % 2 == 0 else t1)
+  ratios = [y / x for x, y in zip(a, b)]
+  return {"as is": n / statistics.median(a), variant: n / statistics.median(b),
+          "as is / variant": statistics.median(ratios),
+          "range": [min(ratios), max(ratios)]}
+
+
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--preset", default="small")
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--variant", help=argparse.SUPPRESS)  # a child process's own variant
+  ap.add_argument("--paired", choices=VARIANTS[1:] + PAIRED_ONLY,
+                  help="as is against this variant in one process, dispatches alternated")
+  ap.add_argument("--pairs", type=int, default=12)
   args = ap.parse_args()
+  if args.paired:
+    print(json.dumps(paired(args.paired, args.preset, args.pairs)))
+    return 0
   if args.variant:
     print(json.dumps(measure(args.variant, args.preset)))
     return 0
