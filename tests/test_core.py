@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from depthscale import tasks
-from depthscale.core import ensemble, metrics, program, train
+from depthscale.core import chunks, ensemble, metrics, program, train
 from depthscale.core.ensemble import ModelSpec
 
 from conftest import FAST_COMPILE
@@ -118,7 +118,7 @@ def test_models_in_chunks_train_as_all_at_once():
   differ), and models land back in their own rows."""
   task = tasks.make("word_problem", group="S3")
   specs = MIXED[:3]
-  assert [program.chunk_size(4, b) for b in (0, 1, 2, 3, 4, 9)] == [4, 1, 2, 2, 4, 4]
+  assert [chunks.chunk_size(4, b) for b in (0, 1, 2, 3, 4, 9)] == [4, 1, 2, 2, 4, 4]
   with jax.enable_x64(True):
     out = {}
     for b in (0, 1):  # all at once; one model per chunk (3 chunks in a lax.map)

@@ -16,7 +16,8 @@ on a GPU the same script measures that device (nothing here is CPU-specific).
 applied at trace time) and alternates their dispatches (A B, then B A), which a noisy
 machine's drift cannot favour: it prints each one's median and the median of the pairs'
 ratios (as is / V: what the change bought). "sums as reductions" is model/sums.py's
-accelerator path (reductions) on this machine.
+accelerator path (reductions) on this machine; "chunks at every step" the pad layout's
+chunks taken in turn at each step (before core/chunks.by_chunk).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import subprocess
 import sys
 
 VARIANTS = ("as is", "autodiff LayerNorm", "autodiff attention", "autodiff both")
-PAIRED_ONLY = ("sums as reductions",)
+PAIRED_ONLY = ("sums as reductions", "chunks at every step")
 
 
 def _patch(variant: str) -> None:
@@ -44,6 +45,16 @@ def _patch(variant: str) -> None:
       var = jnp.sum(c * c, -1, keepdims=True) / n
       return c * jax.lax.rsqrt(var + eps) * scale[None] + bias[None] * m
     layer_norm._norm = norm
+  if variant == "chunks at every step":  # the pad layout's loops as before core/chunks.py
+    from depthscale.core import chunks, lengths, program, train
+    group_step = program.group_step
+
+    def every_step(task, cfg, tcfg, devices=None):
+      if tcfg.layout != "pad":
+        return group_step(task, cfg, tcfg, devices)
+      return lengths.at_bucket(task, tcfg, lambda t: chunks.map_models(
+          jax.vmap(train.make_step(task, cfg, tcfg, t)), tcfg.models_per_chunk))
+    program.group_step, program.by_chunk = every_step, lambda loop_M, tcfg: loop_M
   if variant == "sums as reductions":
     from depthscale.model import sums
     sums.as_dots = lambda platform=None: False

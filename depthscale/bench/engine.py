@@ -19,7 +19,7 @@ from depthscale import tasks
 from depthscale.bench import registry, shapes
 from depthscale.bench.programs import make_engine, make_sequential
 from depthscale.bench.shapes import PRESETS, TASK, TASK_OPTIONS
-from depthscale.core import program
+from depthscale.core import chunks, program
 from depthscale.errors import UserError
 from depthscale.sweep import plan
 
@@ -69,7 +69,7 @@ def _modes(rounds, compiles, flops, p, n, chunk, devs) -> dict:
     modes[mode] = {"model_steps_per_s": rate, "gflops": rate * flops / 1e9,
                    "compile_s": compile_s}
   modes["engine"].update(steps_per_dispatch=p.engine_k, devices=len(devs),
-                         models_per_chunk=program.chunk_size(n, chunk), how=(
+                         models_per_chunk=chunks.chunk_size(n, chunk), how=(
       f"all {n} models vmapped in one program of steps_per_dispatch steps (core/program.py, "
       f"as a sweep trains a group; models_per_chunk < {n}: the vmapped step runs over chunks "
       "of that many models in a lax.map), one dispatch per round after one warm-up dispatch"))

@@ -16,13 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from depthscale.core import compiled, ensemble, lengths, metrics, train
+from depthscale.core.chunks import by_chunk, chunk_size, local_chunk, map_models
 from depthscale.model import ModelConfig, compact
-
-
-def local_chunk(models_per_chunk: int, n_devices: int) -> int:
-  """models_per_chunk of a compacted group counts models over all devices (as for pad):
-  each device runs its share of a chunk."""
-  return max(1, models_per_chunk // n_devices) if models_per_chunk > 0 else 0
 
 
 def arrange(specs, tcfg: train.TrainConfig, n_devices: int = 1):
@@ -44,12 +39,12 @@ def arrange(specs, tcfg: train.TrainConfig, n_devices: int = 1):
 
 def group_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, devices=None):
   """The step of all M models: (state_M, hparams_M, arch_M) -> (state_M, metrics {name:
-  [M]}). pad: the one-model step vmapped once. compact: make_compact_step, on each
-  device's block of models (shard_map over `devices` when more than one); at the length
-  bucket of its models' furthest stage (core/lengths.py)."""
-  if tcfg.layout == "pad":
-    return lengths.at_bucket(task, tcfg, lambda t: map_models(  # the one vmap over models
-        jax.vmap(train.make_step(task, cfg, tcfg, t)), tcfg.models_per_chunk))
+  [M]}). pad: the one-model step vmapped once (its chunks, if any, run outside the loop
+  over steps: by_chunk). compact: make_compact_step, on each device's block of models
+  (shard_map over `devices` when more than one), chunk by chunk at each step; at the
+  length bucket of its models' furthest stage (core/lengths.py)."""
+  if tcfg.layout == "pad":  # the one vmap over models
+    return lengths.at_bucket(task, tcfg, lambda t: jax.vmap(train.make_step(task, cfg, tcfg, t)))
   if not tcfg.profile:
     raise ValueError("a compact layout needs its profile: see arrange")
   n = len(devices) if devices else 1
@@ -66,30 +61,6 @@ def group_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, devices=None):
                        out_specs=(by_model, by_model), check_vma=False)
 
 
-def chunk_size(m: int, models_per_chunk: int) -> int:
-  """The largest divisor of m that is <= models_per_chunk (m itself when 0 or >= m)."""
-  if models_per_chunk <= 0 or models_per_chunk >= m:
-    return m
-  return max(b for b in range(1, models_per_chunk + 1) if m % b == 0)
-
-
-def map_models(fn_M, models_per_chunk: int):
-  """fn_M (already vmapped over the leading models axis of every argument and output),
-  applied to chunks of models one after another with lax.map. Chunk j holds models
-  j, j + M/b, j + 2M/b, ...: when the models axis is split over devices in contiguous
-  blocks (and b divides evenly over them), every chunk keeps every device busy."""
-  def run(*args_M):
-    m = jax.tree.leaves(args_M)[0].shape[0]
-    b = chunk_size(m, models_per_chunk)
-    if b == m:
-      return fn_M(*args_M)
-    split = lambda x: jnp.swapaxes(x.reshape((b, m // b) + x.shape[1:]), 0, 1)
-    merge = lambda x: jnp.swapaxes(x, 0, 1).reshape((m,) + x.shape[2:])
-    out = jax.lax.map(lambda a: fn_M(*a), jax.tree.map(split, args_M))
-    return jax.tree.map(merge, out)
-  return run
-
-
 def chunk_fn(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: int, devices=None):
   """`steps_per_call` steps of all M models: (state_M, hparams_M, arch_M) ->
   (state_M, metrics {name: [K, M]}). Un-jitted; see make_train_chunk."""
@@ -99,7 +70,7 @@ def chunk_fn(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: in
     return jax.lax.scan(lambda s, _: step_M(s, hp_M, arch_M), state_M, None,
                         length=steps_per_call)
 
-  return chunk
+  return by_chunk(chunk, tcfg)
 
 
 def make_train_chunk(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: int,
@@ -128,7 +99,7 @@ def _key(kind, task, cfg, tcfg, steps, devices) -> tuple:  # the class: a file l
 def _train_steps(task, cfg, tcfg, max_steps, devices):
   step_M = group_step(task, cfg, tcfg, devices)
 
-  def run(state_M, hp_M, arch_M, n):
+  def loop(state_M, hp_M, arch_M, n):
     _, like = jax.eval_shape(step_M, state_M, hp_M, arch_M)
     buf = jax.tree.map(lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype), like)
 
@@ -138,6 +109,9 @@ def _train_steps(task, cfg, tcfg, max_steps, devices):
       return state, jax.tree.map(lambda b, x: b.at[i].set(x), buf, met)
 
     return jax.lax.fori_loop(0, n, body, (state_M, buf))
+
+  def run(state_M, hp_M, arch_M, n):
+    return by_chunk(lambda s, h, a: loop(s, h, a, n), tcfg)(state_M, hp_M, arch_M)
 
   return jax.jit(run, donate_argnums=0)
 
