@@ -51,9 +51,9 @@ def by_chunk(loop_M, tcfg: train.TrainConfig):
   """loop_M (state_M, hparams_M, arch_M) -> (state_M, metrics {name: [K, M]}), a loop
   over steps, run on the pad layout's chunks of models one after another: each chunk
   runs every step, then the next, so a chunk's state stays where it is across the steps
-  (1.03x the engine on a CPU against chunks taken in turn at every step; BUILD_NOTES, the
-  one-model step) and each step runs at the bucket of its chunk's furthest stage. As is
-  without chunks, and for compact (chunked inside its step, per device)."""
+  (faster than taking the chunks in turn at every step: BUILD_NOTES, the one-model step)
+  and each step runs at the bucket of its chunk's furthest stage. As is without chunks,
+  and for compact (chunked inside its step, per device)."""
   if tcfg.layout != "pad" or tcfg.models_per_chunk <= 0:
     return loop_M
   return map_models(loop_M, tcfg.models_per_chunk, out_axes=(0, 1))

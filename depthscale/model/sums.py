@@ -4,9 +4,9 @@ elsewhere as reductions XLA fuses with their neighbours. The same sums either wa
 order of the additions may differ: float32's last bits).
 
 Why: XLA's CPU backend runs a fused multiply-and-reduce of two operands through a slow
-path (a row of 64 floats: up to 7x slower than the matrix-vector product of the same sum,
-more with a leading axis of one, as each device's slice of the engine's models has);
-written as dots, the engine's CPU step ran 1.12x faster (BUILD_NOTES, the one-model step).
+path, several times the time of the matrix-vector product of the same sum, worse with a
+leading axis of one (as each device's slice of the engine's models has); the figures are
+in BUILD_NOTES, the one-model step (session 26).
 Written for one model; never imports core/, sweep/ or tasks/.
 """
 from __future__ import annotations
