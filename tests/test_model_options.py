@@ -73,22 +73,34 @@ def _loss_and_grads(cfg, params_M, arch_M, batch, jit=True):
 
 
 @pytest.mark.parametrize("attention", ["einsum", "dot_product"])
-def test_bfloat16_computes_matmuls_in_bfloat16_and_the_rest_in_float32(attention):
+def test_bfloat16_computes_matmuls_in_bfloat16_and_the_rest_in_float32(attention,
+                                                                         monkeypatch):
   """The precision policy, read off the traced train-step loss and its gradients: every
   matmul of the layers multiplies bfloat16 numbers (a float32 operand only with the
   BF16_BF16_F32 algorithm, which rounds it to bfloat16 and accumulates in float32); the
   head, attention logits, softmax, layer-norm statistics, rotary angles and the loss are
-  float32, and so are the outputs and gradients."""
+  float32, and so are the outputs and gradients. The statistics' sums as matmuls (a
+  CPU's, model/sums.py) add float32 matmuls only."""
   task = tasks.make("khop", k=1)
   cfg, params_M, arch_M = _group(task, MIXED, 8, pos="rotary", compute_dtype="bfloat16",
                                  attention=attention)
   batch = task.sample(jax.random.key(0), 2, 8)
   step = lambda p, a: _loss_and_grads(cfg, p, a, batch, jit=False)
-  eqns = list(_eqns(jax.make_jaxpr(step)(params_M, arch_M).jaxpr))
-  dots = [(tuple(str(v.aval.dtype) for v in e.invars), str(e.params["precision"]))
-          for e in eqns if e.primitive.name == "dot_general"]
+
+  def traced(dots_for_sums):  # traces anew (the layer scan's body trace is cached)
+    monkeypatch.setattr(sums, "as_dots", lambda platform=None: dots_for_sums)
+    jax.clear_caches()
+    eqns = list(_eqns(jax.make_jaxpr(step)(params_M, arch_M).jaxpr))
+    return eqns, [(tuple(str(v.aval.dtype) for v in e.invars), str(e.params["precision"]))
+                  for e in eqns if e.primitive.name == "dot_general"]
+  eqns, dots = traced(False)
+  with_sums = traced(True)[1]  # last: what stays cached is this machine's own path
   head = [d for d in dots if d[0] == ("float32", "float32")]
   assert len(head) == 3, dots  # the head: forward and its two backward matmuls
+  extra = list(with_sums)
+  for d in dots:
+    extra.remove(d)
+  assert extra and all(d[0] == ("float32", "float32") for d in extra), extra
   bf16_f32 = str(jax.lax.DotAlgorithmPreset.BF16_BF16_F32)
   for operands, precision in dots:
     assert operands in {("bfloat16", "bfloat16"), ("float32", "float32")} or (
