@@ -78,8 +78,8 @@ def test_a_failed_step_is_recorded_and_the_rest_merged(tmp_path, capsys):
   for dtype in ("float32", "bfloat16"):
     write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
   write_step(work, "bench_tiny", 0)  # exit 0 but no JSON written
-  for name in ("bench_medium", "bench_paper", "torch_paper", "plan_a5", "torch_medium",
-               "torch_tiny", "plan_a5_flops", "plan_smoke_flops"):
+  for name in ("bench_medium", "bench_paper", "torch_paper", "ablation_paper", "plan_a5",
+               "torch_medium", "torch_tiny", "plan_a5_flops", "plan_smoke_flops"):
     (work / f"{name}.skipped").write_text("skipped: quick mode\n")
   (work / "bench_mixed.skipped").write_text("absent\n")
   write_step(work, "plan", 2, err="depthscale: error: unrecognized arguments: --json x\n",

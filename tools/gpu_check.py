@@ -18,8 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # versus_torch, beside it
 
-STEPS = ("devices_float32", "devices_bfloat16", "bench_paper", "torch_paper", "plan_a5",
-         "plan_a5_flops", "bench_medium", "torch_medium", "bench_tiny", "torch_tiny",
+STEPS = ("devices_float32", "devices_bfloat16", "bench_paper", "torch_paper", "ablation_paper",
+         "plan_a5", "plan_a5_flops", "bench_medium", "torch_medium", "bench_tiny", "torch_tiny",
          "bench_mixed", "plan", "plan_smoke_flops", "run")
 TINY_TARGET = 50.0     # engine over one model at a time, tiny preset, 256 models, on a GPU
 MEDIUM_TARGET = 0.30   # engine fraction of the bf16 matmul peak, medium preset, on a GPU
@@ -75,8 +75,7 @@ def load_json(step: dict, text: str | None, what: str):
     return None
 
 
-def on_gpu(bench: dict) -> bool:
-  return bench["device"]["platform"] == "gpu"
+on_gpu = lambda bench: bench["device"]["platform"] == "gpu"  # noqa: E731
 
 
 def tiny_summary(bench: dict) -> dict:
@@ -199,6 +198,8 @@ def merge(work: str, quick: bool) -> dict:
     if name in TORCH_TARGETS:
       versus(name, result, load_json(steps[f"torch_{name}"], read(work, f"torch_{name}.json"),
                                      f"torch_{name}"))
+  result["ablation"] = load_json(steps["ablation_paper"], read(work, "ablation_paper.json"),
+                                 "ablation_paper")
   result["plan"] = load_json(steps["plan"], read(work, "plan.json"), "plan --json")
   plans = {n: load_json(steps[n], read(work, f"{n}.json"), f"{n} --json")
            for n in ("plan_a5", "plan_a5_flops", "plan_smoke_flops")}

@@ -9,7 +9,10 @@
 # ends within GPU_CHECK_DEADLINE, default 660 = 11 min, start-up aside: a step that would
 # start past it is skipped and says so; a step's limit is cut to the time left):
 #   devices_float32, devices_bfloat16   30 each   the matmul peaks
-#   bench_paper, torch_paper            110, 90   the paper's A5 shape, depth 12, bf16
+#   bench_paper, torch_paper            150, 100  the paper's A5 shape, depth 12, bf16
+#   ablation_paper                      150       that shape's model options against the
+#                                                 defaults: remat none, XLA attention, a
+#                                                 rolled layer scan (tools/option_ablation.py)
 #   plan_a5                             120       a5_depth probed at depths 6, 12, 24 (the
 #                                                 sweep's s/step, linear in depth, summed
 #                                                 over 6..24 by gpu_check.py), beside
@@ -91,13 +94,21 @@ step devices_float32 30 devices --json --dtype float32
 step devices_bfloat16 30 devices --json --dtype bfloat16
 if [ "$quick" = 1 ]; then
   # the benches take minutes on a CPU; their JSON's merge is tested on made-up ones
-  for name in bench_paper torch_paper plan_a5 bench_medium torch_medium bench_tiny torch_tiny; do
+  for name in bench_paper torch_paper ablation_paper plan_a5 bench_medium torch_medium \
+      bench_tiny torch_tiny; do
     minutes "$name"
   done
 else
-  step bench_paper 110 bench --preset paper --json "$work/bench_paper.json"
-  torch_step torch_paper 90 paper12 --dtype bfloat16 --models 3 --steps 20 --repeats 2 \
-    --warmup 3 --variants eager,compile,func_vmap
+  # the ablation's first variant is bench_paper's engine: compiled once, kept in this cache
+  paper_cache=(env JAX_COMPILATION_CACHE_DIR="$work/paper-cache")
+  run_step bench_paper 150 "${paper_cache[@]}" "$PYTHON" -m depthscale.cli bench --preset paper \
+    --json "$work/bench_paper.json"
+  torch_step torch_paper 100 paper12 --dtype bfloat16 --models 3 --steps 20 --repeats 2 \
+    --warmup 3 --variants eager,compile
+  run_step ablation_paper 150 "${paper_cache[@]}" "$PYTHON" tools/option_ablation.py \
+    --preset paper --rounds 4 --json "$work/ablation_paper.json" --variant defaults= \
+    --variant "remat none=remat:none" --variant "dot_product=attention:dot_product" \
+    --variant "rolled=unroll:none"
   step plan_a5 120 plan --config experiments/a5_depth.py --no-progress \
     "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"
   step bench_medium 60 bench --preset medium --dtype bfloat16 --models 64 \

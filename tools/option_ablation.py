@@ -1,0 +1,162 @@
+"""The one model's options (attention kernel, remat, unrolling) against each other on this
+device, in one process: issue 48's ablation of the GPU defaults at a bench preset's shape.
+
+  python tools/option_ablation.py [--preset paper] [--rounds 5] [--json OUT.json]
+      [--variant "name=option:value,option:value" ...]
+
+Every variant's engine (all the preset's models in one program, engine_k steps a dispatch,
+the preset's compute dtype) is built and warmed up first; then each round times one
+dispatch of each, the order rotated every round, so that a drift in the device's speed
+favours none, and probes the matmul peak in the compute dtype. Prints and writes each
+variant's median model-steps/s, its median ratio to `defaults` (the options left at auto:
+what a study that says nothing gets), TFLOP/s and fraction of the peak measured in the
+same rounds, compile seconds and compiled memory. On a CPU the paper preset runs at the
+size bench names (shapes.on_platform), which makes this script's own test quick.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+DEFAULT_VARIANTS = ("defaults=", "remat none=remat:none", "dot_product=attention:dot_product",
+                    "einsum=attention:einsum", "rolled=unroll:none",
+                    "remat none + dot_product=remat:none,attention:dot_product")
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+  """'name=option:value,option:value' -> (name, {option: value}); one clear line if not."""
+  name, sep, spec = text.partition("=")
+  if not sep or not name.strip():
+    raise SystemExit(f"--variant must be NAME=OPTION:VALUE[,OPTION:VALUE], got {text!r}")
+  options = {}
+  for item in filter(None, (s.strip() for s in spec.split(","))):
+    key, sep, value = item.partition(":")
+    if not sep or key not in ("attention", "remat", "unroll"):
+      raise SystemExit(f"--variant {name}: each option must be attention|remat|unroll:VALUE, "
+                       f"got {item!r}")
+    options[key] = value
+  return name.strip(), options
+
+
+def build(task, p, specs, options: dict, devices):
+  """The engine with `options` (compiled, one warm-up dispatch): (dispatch -> s, program)."""
+  import jax
+  import numpy as np
+  from depthscale.bench.programs import train_config
+  from depthscale.core import program
+  tcfg = train_config(p, p.chunk_on(devices[0].platform))
+  bp = program.Blueprint.of(task, specs, tcfg, dict(compute_dtype=p.dtype, **options),
+                            p.engine_k)
+  prog = program.build(bp, devices)
+  k, carry = np.int32(p.engine_k), [prog.state]
+
+  def dispatch() -> float:
+    t0 = time.perf_counter()
+    carry[0], m = prog.run(carry[0], prog.hp, prog.arch, k)  # state donated: keep the newest
+    jax.block_until_ready(m)
+    return time.perf_counter() - t0
+  dispatch()
+  return dispatch, prog
+
+
+def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print) -> dict:
+  import jax
+  from depthscale import devices as devices_lib
+  from depthscale import tasks
+  from depthscale.bench import shapes
+  from depthscale.bench.engine import flops_per_model_step
+  from depthscale.model.attention import attention_impl
+  from depthscale.model.transformer import remat_policy, unroll_layers
+  devs = jax.local_devices()
+  p = shapes.on_platform(shapes.PRESETS[preset], devs[0].platform)
+  n = p.models
+  devs = shapes.resolve_devices(None, n)
+  task = tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
+  specs = shapes.grid_specs(p, n)
+  flops = flops_per_model_step(p.depth, p.width, p.seq, p.batch, task.output_dim(p.seq))
+  built = {}
+  for name, options in variants:
+    resolved = {"attention": attention_impl(options.get("attention", "auto"), p.dtype,
+                                            p.width // p.heads),
+                "remat": remat_policy(options.get("remat", "auto")),
+                "unroll": "full" if unroll_layers(options.get("unroll", "auto"), p.depth,
+                                                   options.get("remat", "auto")) else "none"}
+    t0 = time.perf_counter()
+    dispatch, prog = build(task, p, specs, options, devs)
+    built[name] = dispatch
+    log(f"{name}: {resolved}, compiled and warmed in {time.perf_counter() - t0:.1f} s, "
+        f"memory {prog.memory_bytes / 2**30:.2f} GiB")
+    built[name] = (dispatch, resolved, time.perf_counter() - t0, prog.memory_bytes)
+  names = [name for name, _ in variants]
+  times = {name: [] for name in names}
+  peaks = []
+  peak_n = devices_lib.probe_size(devs[0].platform)
+  for r in range(rounds):
+    shift = r % len(names)
+    for name in names[shift:] + names[:shift]:
+      times[name].append(built[name][0]())
+    peaks.append(devices_lib.matmul_peak_gflops(p.dtype, n=peak_n, device=devs[0]))
+    log(f"round {r + 1}: " + ", ".join(f"{x} {n * p.engine_k / times[x][-1]:.1f}"
+                                      for x in names) + f" model-steps/s; peak {peaks[-1]:.0f}")
+  base = names[0]
+  peak = statistics.median(peaks)
+  rows = {}
+  for name in names:
+    rate = n * p.engine_k / statistics.median(times[name])
+    rows[name] = {
+        "options": dict(variants)[name], "resolved": built[name][1],
+        "model_steps_per_s": rate,
+        "vs_first": statistics.median(a / b for a, b in zip(times[base], times[name])),
+        "tflops": rate * flops / 1e12, "fraction_of_peak": rate * flops / 1e9 / peak,
+        "build_s": built[name][2], "memory_gib": built[name][3] / 2**30}
+  return {"preset": preset, "shape": {"models": n, "width": p.width, "depth": p.depth,
+                                      "seq": p.seq, "batch": p.batch, "heads": p.heads,
+                                      "dtype": p.dtype, "engine_k": p.engine_k},
+          "device": devs[0].device_kind, "devices": len(devs), "rounds": rounds,
+          "matmul_peak_gflops": peak, "first": base, "variants": rows,
+          "how": "medians over rounds; vs_first: the median of each round's time ratio "
+                 "(first / variant: above 1 is faster than the first variant)"}
+
+
+def table(result: dict) -> str:
+  lines = [f"| variant ({result['preset']}, {result['device']}) | resolved | model-steps/s "
+           f"| vs {result['first']} | TFLOP/s | of peak | build s | memory GiB |",
+           "|---|---|---|---|---|---|---|---|"]
+  for name, row in result["variants"].items():
+    res = ", ".join(f"{k} {v}" for k, v in row["resolved"].items())
+    lines.append(f"| {name} | {res} | {row['model_steps_per_s']:.1f} | {row['vs_first']:.2f} | "
+                 f"{row['tflops']:.1f} | {row['fraction_of_peak']:.1%} | {row['build_s']:.1f} "
+                 f"| {row['memory_gib']:.2f} |")
+  return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--preset", default="paper")
+  ap.add_argument("--rounds", type=int, default=5)
+  ap.add_argument("--variant", action="append",
+                  help="NAME=OPTION:VALUE[,...] (repeatable; the first is the reference; "
+                       "default: the options left at auto, then each changed alone)")
+  ap.add_argument("--json", help="where to write the result")
+  args = ap.parse_args(argv)
+  from depthscale.bench import shapes
+  if args.preset not in shapes.PRESETS:
+    raise SystemExit(f"--preset must be one of {', '.join(shapes.PRESETS)}, got {args.preset!r}")
+  if args.rounds < 1:
+    raise SystemExit(f"--rounds must be at least 1, got {args.rounds}")
+  variants = [parse_variant(v) for v in args.variant or DEFAULT_VARIANTS]
+  if len({name for name, _ in variants}) != len(variants):
+    raise SystemExit("--variant names must differ")
+  result = ablate(args.preset, args.rounds, variants, log=lambda s: print(s, flush=True))
+  print(table(result))
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(result, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
