@@ -180,3 +180,26 @@ def test_the_a5_sweep_is_summed_from_three_probed_depths(tmp_path):
   assert a5["probed_h100_hours"] == pytest.approx(0.01 * sum(depths) * 800000 / 3600)
   assert a5["meets_target"] is False and a5["flops_within_tolerance"] is False
   assert a5["flops_over_probed"] == pytest.approx(57.0 / a5["probed_h100_hours"])
+
+
+def test_the_option_ablation_parses_variants_and_tables_each_row():
+  """tools/option_ablation.py (gpu_check's ablation_paper): a variant names only valid
+  options, in one line otherwise; the table has one row per variant, a failed one with its
+  error, and ratios as given."""
+  import option_ablation  # tools/, beside gpu_check
+  assert option_ablation.parse_variant("defaults=") == ("defaults", {})
+  assert option_ablation.parse_variant("both=remat:none, attention:dot_product") == (
+      "both", {"remat": "none", "attention": "dot_product"})
+  for bad in ("noname", "=remat:none", "x=remat:some", "x=heads:4"):
+    with pytest.raises(SystemExit):
+      option_ablation.parse_variant(bad)
+  row = {"options": {}, "resolved": {"attention": "dot_product", "remat": "none"},
+         "model_steps_per_s": 77.0, "vs_first": 1.0, "tflops": 297.9,
+         "fraction_of_peak": 0.468, "build_s": 11.2, "memory_gib": 13.92}
+  result = {"preset": "paper", "device": "NVIDIA H200", "first": "defaults",
+            "variants": {"defaults": row, "block": dict(row, vs_first=0.8)},
+            "failed": {"cudnn": {"resolved": {"attention": "cudnn"},
+                                 "error": "IndexError: absl::container_internal"}}}
+  lines = option_ablation.table(result).splitlines()
+  assert len(lines) == 5 and "| 77.0 | 1.00 | 297.9 | 46.8% |" in lines[2]
+  assert "| 0.80 |" in lines[3] and "failed: IndexError" in lines[4]

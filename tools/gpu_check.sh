@@ -11,8 +11,10 @@
 #   devices_float32, devices_bfloat16   30 each   the matmul peaks
 #   bench_paper, torch_paper            150, 100  the paper's A5 shape, depth 12, bf16
 #   ablation_paper                      150       that shape's model options against the
-#                                                 defaults: remat none, XLA attention, a
-#                                                 rolled layer scan (tools/option_ablation.py)
+#                                                 defaults, under `run`'s settings: remat
+#                                                 block, cuDNN attention (failed under
+#                                                 deterministic ops on an H200), a rolled
+#                                                 layer scan (tools/option_ablation.py)
 #   plan_a5                             120       a5_depth probed at depths 6, 12, 24 (the
 #                                                 sweep's s/step, linear in depth, summed
 #                                                 over 6..24 by gpu_check.py), beside
@@ -107,7 +109,7 @@ else
     --warmup 3 --variants eager,compile
   run_step ablation_paper 150 "${paper_cache[@]}" "$PYTHON" tools/option_ablation.py \
     --preset paper --rounds 4 --json "$work/ablation_paper.json" --variant defaults= \
-    --variant "remat none=remat:none" --variant "dot_product=attention:dot_product" \
+    --variant "remat block=remat:block" --variant "cudnn=attention:cudnn" \
     --variant "rolled=unroll:none"
   step plan_a5 120 plan --config experiments/a5_depth.py --no-progress \
     "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"

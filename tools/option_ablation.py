@@ -21,7 +21,8 @@ import statistics
 import sys
 import time
 
-DEFAULT_VARIANTS = ("defaults=", "remat none=remat:none", "dot_product=attention:dot_product",
+DEFAULT_VARIANTS = ("defaults=", "remat block=remat:block", "remat none=remat:none",
+                    "dot_product=attention:dot_product", "cudnn=attention:cudnn",
                     "einsum=attention:einsum", "rolled=unroll:none",
                     "remat none + dot_product=remat:none,attention:dot_product")
 
@@ -31,12 +32,16 @@ def parse_variant(text: str) -> tuple[str, dict]:
   name, sep, spec = text.partition("=")
   if not sep or not name.strip():
     raise SystemExit(f"--variant must be NAME=OPTION:VALUE[,OPTION:VALUE], got {text!r}")
+  from depthscale.model import transformer
+  valid = {"attention": transformer.ATTENTIONS, "remat": transformer.REMATS,
+           "unroll": transformer.UNROLLS}
   options = {}
   for item in filter(None, (s.strip() for s in spec.split(","))):
     key, sep, value = item.partition(":")
-    if not sep or key not in ("attention", "remat", "unroll"):
-      raise SystemExit(f"--variant {name}: each option must be attention|remat|unroll:VALUE, "
-                       f"got {item!r}")
+    if not sep or value not in valid.get(key, ()):
+      raise SystemExit(f"--variant {name}: each option must be one of "
+                       + "; ".join(f"{k}:{'|'.join(v)}" for k, v in valid.items())
+                       + f", got {item!r}")
     options[key] = value
   return name.strip(), options
 
@@ -68,7 +73,7 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
   from depthscale import tasks
   from depthscale.bench import shapes
   from depthscale.bench.engine import flops_per_model_step
-  from depthscale.model.attention import attention_impl
+  from depthscale.model.attention import attention_impl, deterministic_gpu_ops
   from depthscale.model.transformer import remat_policy, unroll_layers
   devs = jax.local_devices()
   p = shapes.on_platform(shapes.PRESETS[preset], devs[0].platform)
@@ -77,7 +82,7 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
   task = tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
   specs = shapes.grid_specs(p, n)
   flops = flops_per_model_step(p.depth, p.width, p.seq, p.batch, task.output_dim(p.seq))
-  built = {}
+  built, failed = {}, {}
   for name, options in variants:
     resolved = {"attention": attention_impl(options.get("attention", "auto"), p.dtype,
                                             p.width // p.heads),
@@ -85,12 +90,19 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
                 "unroll": "full" if unroll_layers(options.get("unroll", "auto"), p.depth,
                                                    options.get("remat", "auto")) else "none"}
     t0 = time.perf_counter()
-    dispatch, prog = build(task, p, specs, options, devs)
-    built[name] = dispatch
+    try:  # a kernel the device cannot run is a finding of its own (cuDNN under determinism)
+      dispatch, prog = build(task, p, specs, options, devs)
+    except Exception as e:  # noqa: BLE001  reported, not hidden: the row says why
+      failed[name] = {"options": options, "resolved": resolved,
+                      "error": f"{type(e).__name__}: {str(e)[:300]}"}
+      log(f"{name}: {resolved} FAILED: {failed[name]['error']}")
+      continue
     log(f"{name}: {resolved}, compiled and warmed in {time.perf_counter() - t0:.1f} s, "
         f"memory {prog.memory_bytes / 2**30:.2f} GiB")
     built[name] = (dispatch, resolved, time.perf_counter() - t0, prog.memory_bytes)
-  names = [name for name, _ in variants]
+  names = [name for name, _ in variants if name in built]
+  if not names:
+    raise RuntimeError(f"every variant failed: {failed}")
   times = {name: [] for name in names}
   peaks = []
   peak_n = devices_lib.probe_size(devs[0].platform)
@@ -116,7 +128,8 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
                                       "seq": p.seq, "batch": p.batch, "heads": p.heads,
                                       "dtype": p.dtype, "engine_k": p.engine_k},
           "device": devs[0].device_kind, "devices": len(devs), "rounds": rounds,
-          "matmul_peak_gflops": peak, "first": base, "variants": rows,
+          "matmul_peak_gflops": peak, "first": base, "variants": rows, "failed": failed,
+          "deterministic_gpu_ops": deterministic_gpu_ops(),
           "how": "medians over rounds; vs_first: the median of each round's time ratio "
                  "(first / variant: above 1 is faster than the first variant)"}
 
@@ -130,6 +143,9 @@ def table(result: dict) -> str:
     lines.append(f"| {name} | {res} | {row['model_steps_per_s']:.1f} | {row['vs_first']:.2f} | "
                  f"{row['tflops']:.1f} | {row['fraction_of_peak']:.1%} | {row['build_s']:.1f} "
                  f"| {row['memory_gib']:.2f} |")
+  for name, row in result["failed"].items():
+    res = ", ".join(f"{k} {v}" for k, v in row["resolved"].items())
+    lines.append(f"| {name} | {res} | failed: {row['error'][:80]} | | | | | |")
   return "\n".join(lines)
 
 
@@ -141,6 +157,8 @@ def main(argv=None) -> int:
                   help="NAME=OPTION:VALUE[,...] (repeatable; the first is the reference; "
                        "default: the options left at auto, then each changed alone)")
   ap.add_argument("--json", help="where to write the result")
+  ap.add_argument("--no-deterministic", action="store_true",
+                  help="leave out `depthscale run`'s deterministic GPU ops (XLA_FLAGS)")
   args = ap.parse_args(argv)
   from depthscale.bench import shapes
   if args.preset not in shapes.PRESETS:
@@ -150,6 +168,9 @@ def main(argv=None) -> int:
   variants = [parse_variant(v) for v in args.variant or DEFAULT_VARIANTS]
   if len({name for name, _ in variants}) != len(variants):
     raise SystemExit("--variant names must differ")
+  if not args.no_deterministic:  # as `depthscale run` and `bench`, before JAX starts
+    from depthscale.sweep.study import reproducible_xla
+    reproducible_xla()
   result = ablate(args.preset, args.rounds, variants, log=lambda s: print(s, flush=True))
   print(table(result))
   if args.json:

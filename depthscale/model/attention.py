@@ -8,6 +8,8 @@ Written for one model; never imports core/, sweep/ or tasks/.
 """
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 
@@ -17,11 +19,20 @@ from depthscale.model.sums import pair_dot
 ATTENTIONS = ("einsum", "dot_product", "cudnn", "auto")
 
 
+def deterministic_gpu_ops() -> bool:
+  """Whether XLA_FLAGS asks for deterministic GPU ops (`depthscale run`, `plan` and `bench`
+  do: sweep/study.reproducible_xla)."""
+  return "xla_gpu_deterministic_ops=true" in os.environ.get("XLA_FLAGS", "")
+
+
 def attention_impl(name: str, dtype=jnp.float32, head_dim: int = 64) -> str:
   """The kernel, `auto` resolved at trace time: on a GPU, cuDNN's flash attention where it
   applies (bfloat16 or float16 inputs, a head size that is a multiple of 8 up to 128) and
   XLA's dot_product kernel otherwise; einsum elsewhere (as fast on a CPU, and its softmax
-  keeps float64). `cudnn` off a GPU runs the XLA kernel with the same folded scale."""
+  keeps float64). `cudnn` off a GPU runs the XLA kernel with the same folded scale.
+  Under deterministic GPU ops `auto` never picks cuDNN: with them its program failed when
+  run on an H200 (jax 0.11.2, CUDA 13: XLA asks cuDNN for a deterministic flash backward;
+  BUILD_NOTES, the third GPU check), and an explicit `cudnn` may fail the same way."""
   if name not in ATTENTIONS:
     raise ValueError(f"unknown attention {name!r}")
   gpu = jax.default_backend() == "gpu"
@@ -29,7 +40,7 @@ def attention_impl(name: str, dtype=jnp.float32, head_dim: int = 64) -> str:
     if not gpu:
       return "einsum"
     fits = jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim % 8 == 0 \
-        and head_dim <= 128
+        and head_dim <= 128 and not deterministic_gpu_ops()
     return "cudnn" if fits else "dot_product"
   return name
 
