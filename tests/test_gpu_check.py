@@ -203,3 +203,26 @@ def test_the_option_ablation_parses_variants_and_tables_each_row():
   lines = option_ablation.table(result).splitlines()
   assert len(lines) == 5 and "| 77.0 | 1.00 | 297.9 | 46.8% |" in lines[2]
   assert "| 0.80 |" in lines[3] and "failed: IndexError" in lines[4]
+
+
+def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
+  """GPU_CHECK_STEPS (tools/gpu_session.sh's two calls): the named steps run, an earlier
+  part's results in the same work dir stay, and a step neither part ran says why."""
+  out, work = tmp_path / "check.json", tmp_path / "work"
+  work.mkdir()
+  devices = {"platform": "gpu", "kind": "NVIDIA H200", "count": 1, "dtype": "float32",
+             "matmul_peak_gflops": 50063.0}
+  for dtype in ("float32", "bfloat16"):  # part 1's, on "the machine"
+    write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
+  (work / "plan_a5_flops.skipped").write_text("skipped: not in GPU_CHECK_STEPS\n")  # stale
+  env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable,
+             GPU_CHECK_STEPS="plan_a5_flops")
+  p = subprocess.run(["bash", "tools/gpu_check.sh", str(out)], cwd=ROOT, env=env,
+                     capture_output=True, text=True, timeout=300)
+  result = json.loads(out.read_text())
+  steps = result["steps"]
+  assert steps["plan_a5_flops"]["status"] == "ok", p.stdout + p.stderr
+  assert steps["devices_float32"]["status"] == "ok" and steps["devices_float32"]["seconds"] == 2.5
+  assert result["devices"]["bfloat16"]["kind"] == "NVIDIA H200"  # part 1's, not rerun here
+  assert steps["run"] == {"status": "skipped", "why": "skipped: not in GPU_CHECK_STEPS"}
+  assert p.returncode == 0 and result["ok"]

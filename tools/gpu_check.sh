@@ -10,21 +10,22 @@
 # start past it is skipped and says so; a step's limit is cut to the time left):
 #   devices_float32, devices_bfloat16   30 each   the matmul peaks
 #   bench_paper, torch_paper            150, 100  the paper's A5 shape, depth 12, bf16
-#   ablation_paper                      150       that shape's model options against the
-#                                                 defaults, under `run`'s settings: remat
-#                                                 block, cuDNN attention (failed under
-#                                                 deterministic ops on an H200), a rolled
-#                                                 layer scan (tools/option_ablation.py)
 #   plan_a5                             120       a5_depth probed at depths 6, 12, 24 (the
 #                                                 sweep's s/step, linear in depth, summed
 #                                                 over 6..24 by gpu_check.py), beside
 #   plan_a5_flops                       20        `plan --device h100` of the same study
 #   bench_medium, torch_medium          60, 60    medium x64, bf16
 #   bench_tiny, torch_tiny              70, 60    tiny x256, float32
+#   ablation_paper                      120       the paper shape's model options against
+#                                                 the defaults, under `run`'s settings: remat
+#                                                 block, and cuDNN attention (which failed
+#                                                 under deterministic ops on an H200)
+#                                                 (tools/option_ablation.py)
 #   plan, run                           45 each   the quickstart smoke study, planned then run
 #   plan_smoke_flops                    20        `plan --device h100` of it
 #   bench_mixed                         (only with GPU_CHECK_MIXED=1) 120
-# GPU_CHECK_STEP_TIMEOUT caps every step's limit. A failed step keeps its error text and the
+# GPU_CHECK_STEP_TIMEOUT caps every step's limit. GPU_CHECK_STEPS="NAME ..." runs those steps
+# only, keeping what an earlier run left in the same GPU_CHECK_WORK (a check in two calls). A failed step keeps its error text and the
 # others go on; the JSON then has "ok": false and the failed steps. Logs stay in
 # $GPU_CHECK_WORK (default: a temp dir). PYTHON picks the interpreter (default
 # .venv/bin/python, else python3 with the repo on PYTHONPATH, e.g. an image with jax for
@@ -45,6 +46,7 @@ mkdir -p "$work"
 export DEPTHSCALE_CACHE=${DEPTHSCALE_CACHE:-$work/cache}
 quick=${GPU_CHECK_QUICK:-0}
 cap=${GPU_CHECK_STEP_TIMEOUT:-100000}
+only=${GPU_CHECK_STEPS:-}  # names of the steps to run (default: all); tools/gpu_session.sh
 deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-660}))
 
 if [ "$quick" = 1 ]; then
@@ -72,6 +74,11 @@ skip() { echo "$2" >"$work/$1.skipped"; echo "gpu_check: $1: $2" >&2; }
 # command and its start and end times go to $work/NAME.{out,err,rc,cmd,s}.
 run_step() {
   local name=$1 limit; limit=$(limit_for "$2"); shift 2
+  if [ -n "$only" ] && [[ " $only " != *" $name "* ]]; then
+    # not this part's: an earlier part's result in the same $work stays as it is
+    [ -e "$work/$name.rc" ] || skip "$name" "skipped: not in GPU_CHECK_STEPS"; return
+  fi
+  rm -f "$work/$name.skipped"
   if [ "$limit" -lt 5 ]; then
     skip "$name" "skipped: out of time (GPU_CHECK_DEADLINE)"; return
   fi
@@ -96,8 +103,8 @@ step devices_float32 30 devices --json --dtype float32
 step devices_bfloat16 30 devices --json --dtype bfloat16
 if [ "$quick" = 1 ]; then
   # the benches take minutes on a CPU; their JSON's merge is tested on made-up ones
-  for name in bench_paper torch_paper ablation_paper plan_a5 bench_medium torch_medium \
-      bench_tiny torch_tiny; do
+  for name in bench_paper torch_paper plan_a5 bench_medium torch_medium bench_tiny \
+      torch_tiny ablation_paper; do
     minutes "$name"
   done
 else
@@ -107,10 +114,6 @@ else
     --json "$work/bench_paper.json"
   torch_step torch_paper 100 paper12 --dtype bfloat16 --models 3 --steps 20 --repeats 2 \
     --warmup 3 --variants eager,compile
-  run_step ablation_paper 150 "${paper_cache[@]}" "$PYTHON" tools/option_ablation.py \
-    --preset paper --rounds 4 --json "$work/ablation_paper.json" --variant defaults= \
-    --variant "remat block=remat:block" --variant "cudnn=attention:cudnn" \
-    --variant "rolled=unroll:none"
   step plan_a5 120 plan --config experiments/a5_depth.py --no-progress \
     "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"
   step bench_medium 60 bench --preset medium --dtype bfloat16 --models 64 \
@@ -120,6 +123,9 @@ else
   step bench_tiny 70 bench --preset tiny --models 256 --json "$work/bench_tiny.json"
   torch_step torch_tiny 60 tiny --models 256 --models-sequential 2 --steps 50 --repeats 2 \
     --variants eager,compile_ro,func_vmap
+  run_step ablation_paper 120 "${paper_cache[@]}" "$PYTHON" tools/option_ablation.py \
+    --preset paper --rounds 3 --json "$work/ablation_paper.json" --variant defaults= \
+    --variant "remat block=remat:block" --variant "cudnn=attention:cudnn"
 fi
 step plan_a5_flops 20 plan --config experiments/a5_depth.py --device h100 \
   --json "$work/plan_a5_flops.json"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Everything one lent GPU machine should run, as one command from the repo root, sized to
+# fit one call of at most 10 minutes (BUILD_NOTES, "The third GPU check"):
+#   tools/gpu_wheels.sh                     # here, once: the wheels the image lacks, in .whl/
+#   tools/gpu_session.sh PART [OUT_DIR]     # there: PART 1, 2 or all; OUT_DIR: $OUT, else
+#                                           # ./gpu_session
+# On the machine it installs the carried wheels (.whl/: name it in the call's carry, an
+# ignored folder travels only so) and records the GPU and the versions (env.txt). Part 1
+# runs the GPU-only tests (pytest_gpu.txt) and gpu_check's paper, a5_depth and medium steps
+# (about 400 s); part 2, called right after it on the same machine, the tiny pair, the
+# paper shape's option ablation and the smoke study (about 250 s), and merges both parts'
+# steps (they share the check's work dir). `all` runs every step in one go (about 10
+# minutes). Each part runs tools/gpu_check.sh with python3 (the image's jax for CUDA) under
+# GPU_CHECK_DEADLINE (default 480 s a part), writes gpu_check.json and gpu_check.log, and
+# packs the check's logs and JSONs into gc.tgz (5 files: the device tool returns at most 8).
+set -u
+part=${1:-}
+case "$part" in
+  1) steps="devices_float32 devices_bfloat16 bench_paper torch_paper plan_a5 plan_a5_flops
+            bench_medium torch_medium" ;;
+  2) steps="bench_tiny torch_tiny ablation_paper plan plan_smoke_flops run" ;;
+  all) steps="" ;;
+  *) echo "usage: tools/gpu_session.sh 1|2|all [OUT_DIR]"; exit 2 ;;
+esac
+out=$(realpath -m "${2:-${OUT:-gpu_session}}")
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || { echo "gpu_session: the wheels in .whl/ did not install"; exit 1; }
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-disabled}
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  python3 -c "import jax, flax, optax, chex, numpy; print('jax', jax.__version__, 'flax', \
+flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'numpy', \
+numpy.__version__, jax.devices())"
+  python3 -c "import torch; print('torch', torch.__version__)"
+  echo "cpus $(nproc)"
+} >"$out/env.txt" 2>&1
+# The tests that run only on a GPU (skipped on a CPU, where CI runs): cuDNN's attention
+# against einsum.
+work=/tmp/gpu_session_check
+if [ "$part" != 2 ]; then
+  timeout 90 python3 -m pytest -q -rA -p no:cacheprovider tests/test_model_options.py \
+    -k on_a_gpu >"$out/pytest_gpu.txt" 2>&1
+  echo "pytest exit status $?" >>"$out/pytest_gpu.txt"
+  rm -rf "$work"
+fi
+GPU_CHECK_STEPS=$steps PYTHON=python3 GPU_CHECK_WORK=$work \
+  GPU_CHECK_DEADLINE=${GPU_CHECK_DEADLINE:-$([ "$part" = all ] && echo 600 || echo 480)} \
+  tools/gpu_check.sh "$out/gpu_check.json" >"$out/gpu_check.log" 2>&1
+status=$?
+tar czf "$out/gc.tgz" --exclude=cache --exclude=paper-cache --exclude=checkpoints \
+  -C "$(dirname "$work")" "$(basename "$work")"
+cat "$out/env.txt"
+[ -e "$out/pytest_gpu.txt" ] && tail -3 "$out/pytest_gpu.txt"
+tail -30 "$out/gpu_check.log"
+exit $status
