@@ -215,6 +215,8 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
   for dtype in ("float32", "bfloat16"):  # part 1's, on "the machine"
     write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
   (work / "plan_a5_flops.skipped").write_text("skipped: not in GPU_CHECK_STEPS\n")  # stale
+  write_step(work, "ablation_paper", 0)  # tools/option_ablation.py's JSON, merged as is
+  (work / "ablation_paper.json").write_text(json.dumps({"first": "defaults", "failed": {}}))
   env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable,
              GPU_CHECK_STEPS="plan_a5_flops")
   p = subprocess.run(["bash", "tools/gpu_check.sh", str(out)], cwd=ROOT, env=env,
@@ -225,4 +227,5 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
   assert steps["devices_float32"]["status"] == "ok" and steps["devices_float32"]["seconds"] == 2.5
   assert result["devices"]["bfloat16"]["kind"] == "NVIDIA H200"  # part 1's, not rerun here
   assert steps["run"] == {"status": "skipped", "why": "skipped: not in GPU_CHECK_STEPS"}
+  assert result["ablation"] == {"first": "defaults", "failed": {}}
   assert p.returncode == 0 and result["ok"]

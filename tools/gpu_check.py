@@ -75,7 +75,8 @@ def load_json(step: dict, text: str | None, what: str):
     return None
 
 
-on_gpu = lambda bench: bench["device"]["platform"] == "gpu"  # noqa: E731
+def on_gpu(bench: dict) -> bool:
+  return bench["device"]["platform"] == "gpu"
 
 
 def tiny_summary(bench: dict) -> dict:
@@ -198,11 +199,10 @@ def merge(work: str, quick: bool) -> dict:
     if name in TORCH_TARGETS:
       versus(name, result, load_json(steps[f"torch_{name}"], read(work, f"torch_{name}.json"),
                                      f"torch_{name}"))
-  result["ablation"] = load_json(steps["ablation_paper"], read(work, "ablation_paper.json"),
-                                 "ablation_paper")
   result["plan"] = load_json(steps["plan"], read(work, "plan.json"), "plan --json")
   plans = {n: load_json(steps[n], read(work, f"{n}.json"), f"{n} --json")
-           for n in ("plan_a5", "plan_a5_flops", "plan_smoke_flops")}
+           for n in ("plan_a5", "plan_a5_flops", "plan_smoke_flops", "ablation_paper")}
+  result["ablation"] = plans["ablation_paper"]  # tools/option_ablation.py's JSON
   result["a5_plan"] = (a5_hours(plans["plan_a5"], plans["plan_a5_flops"])
                        if plans["plan_a5"] and plans["plan_a5_flops"] else None)
   result["smoke_plan"] = (flops_vs_probed(result["plan"], plans["plan_smoke_flops"])

@@ -72,12 +72,15 @@ limit_for() {
 skip() { echo "$2" >"$work/$1.skipped"; echo "gpu_check: $1: $2" >&2; }
 # run_step NAME LIMIT CMD...: CMD under the step's limit; stdout, stderr, status, the
 # command and its start and end times go to $work/NAME.{out,err,rc,cmd,s}.
+# other_part NAME: true (and NAME marked skipped unless an earlier part ran it: its result in
+# the same $work stays as it is) when GPU_CHECK_STEPS leaves NAME out.
+other_part() {
+  [ -n "$only" ] && [[ " $only " != *" $1 "* ]] || return 1
+  [ -e "$work/$1.rc" ] || skip "$1" "skipped: not in GPU_CHECK_STEPS"
+}
 run_step() {
   local name=$1 limit; limit=$(limit_for "$2"); shift 2
-  if [ -n "$only" ] && [[ " $only " != *" $name "* ]]; then
-    # not this part's: an earlier part's result in the same $work stays as it is
-    [ -e "$work/$name.rc" ] || skip "$name" "skipped: not in GPU_CHECK_STEPS"; return
-  fi
+  other_part "$name" && return
   rm -f "$work/$name.skipped"
   if [ "$limit" -lt 5 ]; then
     skip "$name" "skipped: out of time (GPU_CHECK_DEADLINE)"; return
@@ -97,7 +100,7 @@ torch_step() {
   run_step "$name" "$limit" "$TORCH_PYTHON" tools/torch_baseline.py --preset "$preset" \
     --device "$torch_device" --json "$work/$name.json" "$@"
 }
-minutes() { skip "$1" "skipped: quick mode (minutes on a CPU)"; }
+minutes() { other_part "$1" || skip "$1" "skipped: quick mode (minutes on a CPU)"; }
 
 step devices_float32 30 devices --json --dtype float32
 step devices_bfloat16 30 devices --json --dtype bfloat16
