@@ -10,7 +10,7 @@
 # start past it is skipped and says so; a step's limit is cut to the time left):
 #   devices_float32, devices_bfloat16   30 each   the matmul peaks
 #   bench_paper, torch_paper            150, 100  the paper's A5 shape, depth 12, bf16
-#   plan_a5                             120       a5_depth probed at depths 6, 12, 24 (the
+#   plan_a5                             180       a5_depth probed at depths 6, 12, 24 (the
 #                                                 sweep's s/step, linear in depth, summed
 #                                                 over 6..24 by gpu_check.py), beside
 #   plan_a5_flops                       20        `plan --device h100` of the same study
@@ -117,7 +117,7 @@ else
     --json "$work/bench_paper.json"
   torch_step torch_paper 100 paper12 --dtype bfloat16 --models 3 --steps 20 --repeats 2 \
     --warmup 3 --variants eager,compile
-  step plan_a5 120 plan --config experiments/a5_depth.py --no-progress \
+  step plan_a5 180 plan --config experiments/a5_depth.py --no-progress \
     "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"
   step bench_medium 60 bench --preset medium --dtype bfloat16 --models 64 \
     --json "$work/bench_medium.json"
