@@ -57,4 +57,8 @@ tar czf "$out/gc.tgz" --exclude=cache --exclude=paper-cache --exclude=checkpoint
 cat "$out/env.txt"
 [ -e "$out/pytest_gpu.txt" ] && tail -3 "$out/pytest_gpu.txt"
 tail -30 "$out/gpu_check.log"
+if [ -s "$work/ablation_paper.json" ]; then  # the option ablation's table, as it printed it
+  python3 -c "import json, sys; sys.path.insert(0, 'tools'); import option_ablation as o; \
+print(o.table(json.load(open(sys.argv[1]))))" "$work/ablation_paper.json"
+fi
 exit $status
