@@ -46,33 +46,13 @@ def parse_variant(text: str) -> tuple[str, dict]:
   return name.strip(), options
 
 
-def build(task, p, specs, options: dict, devices):
-  """The engine with `options` (compiled, one warm-up dispatch): (dispatch -> s, program)."""
-  import jax
-  import numpy as np
-  from depthscale.bench.programs import train_config
-  from depthscale.core import program
-  tcfg = train_config(p, p.chunk_on(devices[0].platform))
-  bp = program.Blueprint.of(task, specs, tcfg, dict(compute_dtype=p.dtype, **options),
-                            p.engine_k)
-  prog = program.build(bp, devices)
-  k, carry = np.int32(p.engine_k), [prog.state]
-
-  def dispatch() -> float:
-    t0 = time.perf_counter()
-    carry[0], m = prog.run(carry[0], prog.hp, prog.arch, k)  # state donated: keep the newest
-    jax.block_until_ready(m)
-    return time.perf_counter() - t0
-  dispatch()
-  return dispatch, prog
-
-
 def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print) -> dict:
   import jax
   from depthscale import devices as devices_lib
   from depthscale import tasks
   from depthscale.bench import shapes
   from depthscale.bench.engine import flops_per_model_step
+  from depthscale.bench.programs import engine_program, warmed_dispatch
   from depthscale.model.attention import attention_impl, deterministic_gpu_ops
   from depthscale.model.transformer import remat_policy, unroll_layers
   devs = jax.local_devices()
@@ -91,7 +71,9 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
                                                    options.get("remat", "auto")) else "none"}
     t0 = time.perf_counter()
     try:  # a kernel the device cannot run is a finding of its own (cuDNN under determinism)
-      dispatch, prog = build(task, p, specs, options, devs)
+      prog = engine_program(task, p, specs, devs, p.chunk_on(devs[0].platform), p.dtype,
+                            options=options)
+      dispatch = warmed_dispatch(prog, p.engine_k)
     except Exception as e:  # noqa: BLE001  reported, not hidden: the row says why
       failed[name] = {"options": options, "resolved": resolved,
                       "error": f"{type(e).__name__}: {str(e)[:300]}"}

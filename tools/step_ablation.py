@@ -100,31 +100,23 @@ def measure(variant: str, preset: str) -> dict:
 def paired(variant: str, preset: str, pairs: int) -> dict:
   """In this process: the engine as is and with `variant`, dispatches alternated."""
   import dataclasses
-  import time
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                              + " --xla_force_host_platform_device_count=2")
   import jax
-  import numpy as np
   jax.config.update("jax_default_matmul_precision", "highest")
   from depthscale import tasks
   from depthscale.bench import shapes
-  from depthscale.bench.programs import train_config
+  from depthscale.bench.programs import train_config, warmed_dispatch
   from depthscale.core import program
   p = shapes.PRESETS[preset]
   task = tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
-  specs, devs, k = shapes.grid_specs(p, p.models), jax.local_devices(), np.int32(p.engine_k)
+  specs, devs = shapes.grid_specs(p, p.models), jax.local_devices()
 
   def engine(extra: int):  # another total_steps: a program of its own, traced again
     tcfg = train_config(p, p.chunk_on(devs[0].platform))
     tcfg = dataclasses.replace(tcfg, total_steps=tcfg.total_steps + extra)
     prog = program.build(program.Blueprint.of(task, specs, tcfg, {}, p.engine_k), devs)
-    carry = [prog.run(prog.state, prog.hp, prog.arch, k)[0]]
-
-    def dispatch() -> float:
-      t0 = time.perf_counter()
-      carry[0], m = prog.run(carry[0], prog.hp, prog.arch, k)
-      jax.block_until_ready(m)
-      return time.perf_counter() - t0
+    dispatch = warmed_dispatch(prog, p.engine_k)
     dispatch()
     return dispatch
   as_is = engine(0)

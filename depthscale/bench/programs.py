@@ -28,22 +28,34 @@ def train_config(p: Preset, models_per_chunk: int = 0, layout: str = "pad"):
                            models_per_chunk=models_per_chunk, layout=layout)
 
 
-def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0,
-                dtype: str = "float32", layout: str = "pad", name: str = "engine"):
-  """Build (core/program.py) and warm up the engine; returns (one timed dispatch of
-  engine_k steps -> seconds, compile_s)."""
+def engine_program(task, p: Preset, specs, devices, models_per_chunk: int = 0,
+                   dtype: str = "float32", layout: str = "pad", options: dict | None = None):
+  """The engine's program (core/program.py), compiled: every spec in one program, engine_k
+  steps a dispatch, in compute `dtype`, with the model `options` given (auto otherwise)."""
   bp = program.Blueprint.of(task, specs, train_config(p, models_per_chunk, layout),
-                            dict(compute_dtype=dtype), p.engine_k)
-  prog = program.build(bp, devices)
-  log(f"{name}: compiled in {prog.compile_cost_s:.1f}s; warm-up dispatch of {p.engine_k} steps")
-  k = np.int32(p.engine_k)
+                            dict(options or {}, compute_dtype=dtype), p.engine_k)
+  return program.build(bp, devices)
+
+
+def warmed_dispatch(prog, k: int) -> Callable[[], float]:
+  """One warm-up dispatch of `k` steps, then (one timed dispatch of k steps -> seconds)."""
+  k = np.int32(k)
   carry = [prog.run(prog.state, prog.hp, prog.arch, k)[0]]  # donated: keep the newest
   jax.block_until_ready(carry[0])
 
   def dispatch():
     carry[0], metrics = prog.run(carry[0], prog.hp, prog.arch, k)
     jax.block_until_ready(metrics)
-  return (lambda: _timed(dispatch)), prog.compile_cost_s
+  return lambda: _timed(dispatch)
+
+
+def make_engine(task, p: Preset, specs, devices, log, models_per_chunk: int = 0,
+                dtype: str = "float32", layout: str = "pad", name: str = "engine"):
+  """Build and warm up the engine; returns (one timed dispatch of engine_k steps ->
+  seconds, compile_s)."""
+  prog = engine_program(task, p, specs, devices, models_per_chunk, dtype, layout)
+  log(f"{name}: compiled in {prog.compile_cost_s:.1f}s; warm-up dispatch of {p.engine_k} steps")
+  return warmed_dispatch(prog, p.engine_k), prog.compile_cost_s
 
 
 def make_sequential(task, p: Preset, specs, log, dtype: str = "float32"):
