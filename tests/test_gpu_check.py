@@ -229,3 +229,18 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
   assert steps["run"] == {"status": "skipped", "why": "skipped: not in GPU_CHECK_STEPS"}
   assert result["ablation"] == {"first": "defaults", "failed": {}}
   assert p.returncode == 0 and result["ok"]
+
+
+def test_torch_paired_takes_each_pairs_own_best_torch():
+  """tools/torch_paired.py: the engine against the best PyTorch variant *of each pair*
+  (the machine's speed moves both sides of a pair alike), medians over pairs."""
+  import torch_paired  # tools/; imports no torch itself
+  rows = [dict(engine=90.0, **{"one model": 60.0}, eager=40.0, compile=45.0, func_vmap=60.0),
+          dict(engine=45.0, **{"one model": 30.0}, eager=30.0, compile=20.0, func_vmap=25.0),
+          dict(engine=100.0, **{"one model": 50.0}, eager=50.0, compile=80.0, func_vmap=40.0)]
+  out = torch_paired.summarise(rows)
+  assert out["engine_over_best_torch"] == pytest.approx(1.5)  # 1.5, 1.5, 1.25
+  assert out["engine_over_best_torch_range"] == pytest.approx([1.25, 1.5])
+  assert out["engine_over"]["func_vmap"] == pytest.approx(1.8)  # 1.5, 1.8, 2.5
+  assert out["sequential_over_eager"] == pytest.approx(1.0)  # 1.5, 1.0, 1.0
+  assert out["model_steps_per_s"]["engine"] == 90.0

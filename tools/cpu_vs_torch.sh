@@ -6,6 +6,8 @@
 # come from tools/versus_torch.py; the JSON holds every round and the median of each ratio.
 #   TORCH_PYTHON=~/.torchvenv/bin/python tools/cpu_vs_torch.sh [OUT.json] [PRESET] [ROUNDS]
 # PyTorch is not a dependency of the project: give it a venv of its own (../shared/SPEED.md).
+# On a machine whose speed drifts between the two sides' runs, tools/torch_paired.py times
+# them turn by turn instead (the figure BUILD_NOTES quotes for issue 48 item 4).
 set -euo pipefail
 out=$(realpath -m "${1:-cpu_vs_torch.json}")
 preset=${2:-small}
