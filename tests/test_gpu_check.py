@@ -217,6 +217,9 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
   (work / "plan_a5_flops.skipped").write_text("skipped: not in GPU_CHECK_STEPS\n")  # stale
   write_step(work, "ablation_paper", 0)  # tools/option_ablation.py's JSON, merged as is
   (work / "ablation_paper.json").write_text(json.dumps({"first": "defaults", "failed": {}}))
+  write_step(work, "run", 0)  # an earlier part's smoke run: a later part keeps its workdir
+  (work / "smoke").mkdir()
+  (work / "smoke" / "results.csv").write_text("group,train_s,compile_s\ng0,3.5,1.0\n")
   env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable,
              GPU_CHECK_STEPS="plan_a5_flops")
   p = subprocess.run(["bash", "tools/gpu_check.sh", str(out)], cwd=ROOT, env=env,
@@ -226,7 +229,8 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
   assert steps["plan_a5_flops"]["status"] == "ok", p.stdout + p.stderr
   assert steps["devices_float32"]["status"] == "ok" and steps["devices_float32"]["seconds"] == 2.5
   assert result["devices"]["bfloat16"]["kind"] == "NVIDIA H200"  # part 1's, not rerun here
-  assert steps["run"] == {"status": "skipped", "why": "skipped: not in GPU_CHECK_STEPS"}
+  assert steps["run"]["status"] == "ok" and result["smoke"]["measured_train_s"] == 3.5
+  assert steps["plan"] == {"status": "skipped", "why": "skipped: not in GPU_CHECK_STEPS"}
   assert result["ablation"] == {"first": "defaults", "failed": {}}
   assert p.returncode == 0 and result["ok"]
 
@@ -244,3 +248,30 @@ def test_torch_paired_takes_each_pairs_own_best_torch():
   assert out["engine_over"]["func_vmap"] == pytest.approx(1.8)  # 1.5, 1.8, 2.5
   assert out["sequential_over_eager"] == pytest.approx(1.0)  # 1.5, 1.0, 1.0
   assert out["model_steps_per_s"]["engine"] == 90.0
+
+
+def test_the_determinism_probe_compares_runs_within_and_across_processes(monkeypatch):
+  """tools/determinism_probe.py's verdicts from its child processes' hashes: reproducible
+  only if all four runs agree; a failing program is reported with its last lines."""
+  import types
+  import determinism_probe as dp  # tools/
+  outputs = []
+
+  def fake_run(cmd, env, capture_output, text):
+    assert "--child" in cmd and "--xla_gpu_deterministic_ops=true" in env["XLA_FLAGS"]
+    return outputs.pop(0)
+  monkeypatch.setattr(dp.subprocess, "run", fake_run)
+  ok = lambda *h: types.SimpleNamespace(returncode=0, stderr="", stdout=json.dumps(
+      {"runs": [{"hash": x, "s": 1.0} for x in h], "device": "gpu"}))
+  outputs[:] = [ok("a", "a"), ok("a", "a")]
+  row = dp.probe("--xla_gpu_deterministic_ops=true", "cudnn", 3)
+  assert row["same_in_a_process"] and row["same_across_processes"]
+  outputs[:] = [ok("a", "a"), ok("b", "b")]  # another process autotuned differently
+  row = dp.probe("--xla_gpu_deterministic_ops=true", "cudnn", 3)
+  assert row["same_in_a_process"] and not row["same_across_processes"]
+  outputs[:] = [ok("a", "c"), ok("a", "a")]  # atomics: two runs of one executable differ
+  assert not dp.probe("--xla_gpu_deterministic_ops=true", "cudnn", 3)["same_in_a_process"]
+  outputs[:] = [types.SimpleNamespace(returncode=1, stdout="", stderr=(
+      "Traceback ...\nIndexError: absl::container_internal::raw_hash_map<>::at\n"))]
+  row = dp.probe("--xla_gpu_deterministic_ops=true", "cudnn", 3)
+  assert not row["ran"] and row["error"].endswith("raw_hash_map<>::at") and not outputs

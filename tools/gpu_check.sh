@@ -143,7 +143,7 @@ step plan 45 plan --config experiments/quickstart.py:smoke --no-progress "${stud
   --json "$work/plan.json"
 step plan_smoke_flops 20 plan --config experiments/quickstart.py:smoke --device h100 \
   "${study[@]}" --json "$work/plan_smoke_flops.json"
-rm -rf "$work/smoke"
+other_part run || rm -rf "$work/smoke"  # an earlier part's run keeps its workdir
 step run 45 run --config experiments/quickstart.py:smoke --no-progress "${study[@]}" \
   --workdir "$work/smoke"
 
