@@ -12,8 +12,9 @@
 # deterministic-ops flag, with cuDNN attention: about 70 s, at most 150; determinism.json
 # and .txt), then the paper shape's option ablation and the smoke study (about 140 s);
 # part 3, if device time is left, the tiny pair (about 110 s; its target was met in
-# session 27). Each later part merges the earlier parts' steps (one check work dir). `all` runs every step in one go (about 10
-# minutes). Each part runs tools/gpu_check.sh with python3 (the image's jax for CUDA) under
+# session 27). Each later part merges the earlier parts' steps (one check work dir).
+# `all` runs every gpu_check step in one go (about 10 minutes; no determinism probe).
+# Each part runs tools/gpu_check.sh with python3 (the image's jax for CUDA) under
 # GPU_CHECK_DEADLINE (default 480 s a part), writes gpu_check.json and gpu_check.log, and
 # packs the check's logs and JSONs into gc.tgz (7 files: the device tool returns at most 8).
 set -u
@@ -52,7 +53,7 @@ if [ "$part" = 1 ] || [ "$part" = all ]; then
   echo "pytest exit status $?" >>"$out/pytest_gpu.txt"
   rm -rf "$work"
 fi
-if [ "$part" = 2 ] || [ "$part" = all ]; then  # can run drop its flag and keep cuDNN?
+if [ "$part" = 2 ]; then  # can run drop its flag and keep cuDNN?
   timeout 150 python3 tools/determinism_probe.py --json "$out/determinism.json" \
     >"$out/determinism.txt" 2>&1
   echo "determinism probe exit status $?" >>"$out/determinism.txt"
