@@ -2,7 +2,7 @@
 device, in one process: issue 48's ablation of the GPU defaults at a bench preset's shape.
 
   python tools/option_ablation.py [--preset paper] [--rounds 5] [--json OUT.json]
-      [--variant "name=option:value,option:value" ...]
+      [--variant "name=option:value,option:value" ...] [--depth N] [--dtype float32]
 
 Every variant's engine (all the preset's models in one program, engine_k steps a dispatch,
 the preset's compute dtype) is built and warmed up first; then each round times one
@@ -46,7 +46,9 @@ def parse_variant(text: str) -> tuple[str, dict]:
   return name.strip(), options
 
 
-def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print) -> dict:
+def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print,
+           depth: int | None = None, dtype: str | None = None) -> dict:
+  import dataclasses
   import jax
   from depthscale import devices as devices_lib
   from depthscale import tasks
@@ -57,6 +59,7 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
   from depthscale.model.transformer import remat_policy, unroll_layers
   devs = jax.local_devices()
   p = shapes.on_platform(shapes.PRESETS[preset], devs[0].platform)
+  p = dataclasses.replace(p, depth=depth or p.depth, dtype=dtype or p.dtype)
   n = p.models
   devs = shapes.resolve_devices(None, n)
   task = tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
@@ -139,6 +142,9 @@ def main(argv=None) -> int:
                   help="NAME=OPTION:VALUE[,...] (repeatable; the first is the reference; "
                        "default: the options left at auto, then each changed alone)")
   ap.add_argument("--json", help="where to write the result")
+  ap.add_argument("--depth", type=int, help="the preset's shape at this depth instead")
+  ap.add_argument("--dtype", choices=("float32", "bfloat16"),
+                  help="the models' compute dtype instead of the preset's")
   ap.add_argument("--no-deterministic", action="store_true",
                   help="leave out `depthscale run`'s deterministic GPU ops (XLA_FLAGS)")
   args = ap.parse_args(argv)
@@ -153,7 +159,10 @@ def main(argv=None) -> int:
   if not args.no_deterministic:  # as `depthscale run` and `bench`, before JAX starts
     from depthscale.sweep.study import reproducible_xla
     reproducible_xla()
-  result = ablate(args.preset, args.rounds, variants, log=lambda s: print(s, flush=True))
+  if args.depth is not None and args.depth < 1:
+    raise SystemExit(f"--depth must be at least 1, got {args.depth}")
+  result = ablate(args.preset, args.rounds, variants, log=lambda s: print(s, flush=True),
+                  depth=args.depth, dtype=args.dtype)
   print(table(result))
   if args.json:
     with open(args.json, "w") as f:
