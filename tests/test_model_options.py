@@ -229,7 +229,7 @@ def test_auto_settings_are_the_devices_fastest(backend, monkeypatch):
           transformer.attention_impl("auto", bf16, 12), transformer.remat_policy("auto")) == want
   assert transformer.attention_impl("auto", bf16, 256) == ("dot_product" if backend == "gpu"
                                                            else "einsum")
-  deep = transformer.unroll_layers("auto", 24, "auto")
+  deep = transformer.unroll_layers("auto", transformer.CPU_UNROLL_DEPTH + 1, "auto")
   shallow = transformer.unroll_layers("auto", transformer.CPU_UNROLL_DEPTH, "auto")
   assert (deep, shallow) == ((False, True) if backend == "cpu" else (True, True))
   assert not transformer.unroll_layers("auto", 2, "block") or backend != "cpu"
