@@ -5,10 +5,13 @@ from __future__ import annotations
 import ml_collections
 
 from depthscale.config.base import accuracy, examples
+from depthscale.config.fields import field, section
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.eval = ml_collections.ConfigDict(dict(size=1000, threshold=0.95))
+  section(c, "eval", "the held-out set every model is measured on")
+  field(c, "eval.size", 1000, "held-out examples per evaluation (at most 2^20)")
+  field(c, "eval.threshold", 0.95, "the held-out accuracy in (0, 1] that counts as solved")
 
 
 def check_size(c) -> None:

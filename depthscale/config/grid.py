@@ -10,21 +10,34 @@ import ml_collections
 from depthscale import tasks
 from depthscale.tasks import contract
 from depthscale.config.base import ConfigError, int_list
+from depthscale.config.fields import field, section
 from depthscale.errors import UserError
 
 SEED_LIMIT = 2**32  # PRNG keys keep a seed's low 32 bits: seeds 0 and 2^32 are one model
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.task = "word_problem"  # a built-in task's name, or `file.py:Class` (tasks/sources.py)
-  c.task_options = ml_collections.ConfigDict()
-  c.task_digest = ""  # set by `run` in config.json: the task's source (tasks.digest)
-  c.grid = ml_collections.ConfigDict(dict(depth=[2], width=[64], seed=[0], lr=[1e-3],
-                                          length=[16], repeats=[1]))
-  # > 0: each grid.lr is the rate at this width, and a model of width w trains at
-  # lr * lr_width / w (Adam's rate scaled like 1/width, as muP-style recipes do), so a
-  # width sweep does not give its widest models a rate tuned for its narrowest; 0: off
-  c.grid.lr_width = 0
+  field(c, "task", "word_problem",
+        "the task trained on: a built-in task's name (`depthscale tasks list`), or "
+        "`file.py:Class` (tasks/sources.py), read from the study file's directory")
+  field(c, "task_options", ml_collections.ConfigDict(),
+        "the task's options, a dict of option names to values, e.g. {'group': 'A5'}")
+  field(c, "task_digest", "",
+        "set by `run` in config.json: a digest of the task's source (tasks.digest)")
+  section(c, "grid", "the models swept: every combination of these lists is one model")
+  field(c, "grid.depth", [2], "layers (distinct ints >= 1)")
+  field(c, "grid.width", [64], "model widths (distinct ints >= 1; each divisible by "
+        "model.heads, or by model.head_dim when it is > 0)")
+  field(c, "grid.seed", [0], "seeds (distinct ints in [0, 2^32): JAX keeps a seed's low "
+        "32 bits)")
+  field(c, "grid.lr", [1e-3], "Adam learning rates (distinct positive numbers)")
+  field(c, "grid.length", [16], "task lengths trained at (distinct ints the task accepts)")
+  field(c, "grid.repeats", [1], "times the block of `depth` layers is applied "
+        "(distinct ints >= 1; > 1: a looped model)")
+  field(c, "grid.lr_width", 0,
+        "> 0: each grid.lr is the rate at this width, and a model of width w trains at "
+        "lr * lr_width / w (Adam's rate scaled like 1/width, as muP-style recipes do), so a "
+        "width sweep does not give its widest models a rate tuned for its narrowest; 0: off")
 
 
 def make_task(c):

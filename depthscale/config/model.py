@@ -6,17 +6,28 @@ from __future__ import annotations
 import ml_collections
 
 from depthscale.config.base import ConfigError, choice, number
+from depthscale.config.fields import field, one_of, section
 from depthscale.model import transformer
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.model = ml_collections.ConfigDict(dict(heads=4, head_dim=0, mlp_ratio=4, pos="learned",
-                                           dtype="float32", compute_dtype="float32",
-                                           attention="auto", remat="auto", unroll="auto"))
-  # head_dim > 0: heads = width // head_dim for each width (else model.heads everywhere)
-  # attention, remat, unroll: how the one model is computed (model/transformer.py); auto
-  # picks the fastest measured on the device the study runs on. They change memory and
-  # speed, not the function trained, so a workdir may be rerun with others.
+  t = transformer
+  section(c, "model", "the options every model of the study shares (ModelConfig's fields)")
+  field(c, "model.heads", 4, "attention heads per layer (used when head_dim is 0)")
+  field(c, "model.head_dim", 0, "> 0: each model has width // head_dim heads of this size "
+        "(else model.heads everywhere)")
+  field(c, "model.mlp_ratio", 4, "the MLP's hidden width over the model's width (an int >= 1)")
+  field(c, "model.pos", "learned", f"positions: {one_of(t.POSITIONS)} (a learned table, "
+        "rotary q/k, or none)")
+  field(c, "model.dtype", "float32", f"parameters and activations: {one_of(t.DTYPES)}")
+  field(c, "model.compute_dtype", "float32", f"matmuls: {one_of(t.COMPUTE_DTYPES)} "
+        "(float32: in dtype)")
+  how = ("; how the one model is computed (auto: the fastest measured on the study's "
+         "device): memory and speed, not the function trained, so a workdir may be rerun "
+         "with another")
+  field(c, "model.attention", "auto", f"the attention kernel: {one_of(t.ATTENTIONS)}{how}")
+  field(c, "model.remat", "auto", f"what the backward pass recomputes: {one_of(t.REMATS)}{how}")
+  field(c, "model.unroll", "auto", f"the layer stack's scan: {one_of(t.UNROLLS)}{how}")
 
 
 def check(c, widths) -> None:

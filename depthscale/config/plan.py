@@ -6,20 +6,29 @@ from __future__ import annotations
 import ml_collections
 
 from depthscale.config.base import ConfigError, choice, number
+from depthscale.config.fields import field, one_of, section
 from depthscale.sweep import plan as planner
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.plan = ml_collections.ConfigDict(dict(strategy="auto", max_models_per_group=64,
-                                          gflops=20.0, compile_s=20.0, device_memory_gb=0.0,
-                                          mfu=0.4, cpu_devices=0))
-  # device_memory_gb > 0: each group's compiled program must fit it (else models_per_chunk,
-  # remat or a split, chosen by the plan); 0 = the device's own limit (none on a CPU).
-  # gflops: the CPU FLOP rate the `auto` strategy assumes; on a known accelerator its
-  # table peak x mfu is used (devices.py). compile_s: seconds per program it assumes.
-  # cpu_devices > 0: on a CPU host, JAX's CPU is split into this many devices before it
-  # starts (one per core trains fastest; float32 results depend on the count, so it is
-  # the study's); 0 = as JAX starts (one device, unless XLA_FLAGS forces a count).
+  section(c, "plan", "how the study's models are grouped into programs and priced")
+  field(c, "plan.strategy", "auto", f"how groups are laid out: {one_of(planner.STRATEGIES)} "
+        "(sweep/plan.py): pad, one padded program per length; bucket, one per true shape; "
+        "compact, pad whose layers run only on the models that have them; auto, per length "
+        "the cheapest by the rates below")
+  field(c, "plan.max_models_per_group", 64, "the most models one program trains")
+  field(c, "plan.gflops", 20.0, "the CPU FLOP rate (GFLOP/s) the auto strategy assumes; on "
+        "a known accelerator its table peak x mfu is used (devices.py)")
+  field(c, "plan.compile_s", 20.0, "the seconds per program's compile the planner assumes")
+  field(c, "plan.device_memory_gb", 0.0, "> 0: each group's compiled program must fit it "
+        "(else models_per_chunk, remat or a split, chosen by the plan); 0: the device's own "
+        "limit (none on a CPU)")
+  field(c, "plan.mfu", 0.4, "the fraction of an accelerator's peak FLOP rate assumed, in "
+        "(0, 1]")
+  field(c, "plan.cpu_devices", 0, "> 0: on a CPU host, JAX's CPU is split into this many "
+        "devices before it starts (one per core trains fastest; float32 results depend on "
+        "the count, so it is the study's); 0: as JAX starts (one device, unless XLA_FLAGS "
+        "forces a count)")
 
 
 def check(c) -> None:

@@ -8,17 +8,21 @@ import os
 import ml_collections
 
 from depthscale.config.base import ConfigError
+from depthscale.config.fields import field, section
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.paper_fit = ml_collections.ConfigDict()
-  # What the report checks against the study's paper: claims (a list of {"kind", "claim",
-  # "paper", ...}, kinds in report/claims.py), companions ({name: "study.py:args"}, run
-  # after the study into WORKDIR/<name> and set beside it), paper_table ({depth: the
-  # published numbers}); scaled_by is the task's (set by `study.resolve`, read by the report).
-  c.report = ml_collections.ConfigDict(dict(claims=[], companions=ml_collections.ConfigDict(),
-                                            paper_table=ml_collections.ConfigDict(),
-                                            scaled_by=""))
+  cd = ml_collections.ConfigDict
+  field(c, "paper_fit", cd(), "the paper's fit the report sets beside the study's: {kind: "
+        "depth or width, slope, intercept, r2, source, note}")
+  section(c, "report", "what the report checks against the study's paper")
+  field(c, "report.claims", [], "the paper's claims checked: a list of {'kind', 'claim', "
+        "'paper', ...}, kinds in report/claims.py")
+  field(c, "report.companions", cd(), "companion studies, {name: 'study.py:args'}, run "
+        "after the study into WORKDIR/<name> and set beside it")
+  field(c, "report.paper_table", cd(), "the paper's table: {depth: the published numbers}")
+  field(c, "report.scaled_by", "", "the task's measure, set by `study.resolve` and read by "
+        "the report")
 
 
 def check(c) -> None:

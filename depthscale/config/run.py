@@ -8,17 +8,21 @@ import math
 import ml_collections
 
 from depthscale.config.base import ConfigError, choice
+from depthscale.config.fields import field, one_of, section
 from depthscale.io import trackers
 
 MIN_LEASE_S = 2.0   # heartbeats every lease_s / 4: faster ones only load the filesystem
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.checkpoint_every = 500
-  c.lease_s = 300.0  # a group whose worker sent no heartbeat for this long may be taken over
-  c.wandb = ml_collections.ConfigDict(dict(mode="", project="depthscale"))
-  # wandb.mode: one of trackers.MODES, or "": WANDB_MODE if set, else online if logged in
-  # (else offline)
+  field(c, "checkpoint_every", 500, "steps between a group's checkpoints (a multiple of "
+        "train.steps_per_call)")
+  field(c, "lease_s", 300.0, "seconds without a heartbeat after which a group's worker "
+        f"may be taken over (at least {MIN_LEASE_S:g} s; workers renew every lease_s / 4)")
+  section(c, "wandb", "the Weights & Biases tracker")
+  field(c, "wandb.mode", "", f"{one_of(trackers.MODES)}, or '': WANDB_MODE if set, else "
+        "online if logged in (else offline)")
+  field(c, "wandb.project", "depthscale", "the W&B project runs are logged to")
 
 
 def check_checkpoint_every(c, k: int) -> None:

@@ -6,13 +6,17 @@ from __future__ import annotations
 import ml_collections
 
 from depthscale.config import evaluation, grid, model, plan, report, run, train
+from depthscale.config.fields import field
+
+SECTIONS = (grid, model, train, evaluation, plan, run, report)  # each with its add(c)
 
 
 def defaults() -> ml_collections.ConfigDict:
-  """Every field a study may set, with sensible defaults (what each means: its section)."""
+  """Every field a study may set, with sensible defaults (each field's one declaration,
+  its default and meaning: its section's add, listed in docs/config.md)."""
   c = ml_collections.ConfigDict()
-  c.name = "study"
-  for section in (grid, model, train, evaluation, plan, run, report):  # config.json's order
+  field(c, "name", "study", "the study's name, shown by `plan`, `status` and its W&B runs")
+  for section in SECTIONS:  # config.json's order
     section.add(c)
   return c
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ml_collections
 
 from depthscale.config.base import ConfigError, accuracy, choice, examples, number
+from depthscale.config.fields import field, one_of, section
 from depthscale.core import halving, stopping
 from depthscale.core import train as train_lib
 from depthscale.sweep import plan as planner
@@ -14,30 +15,67 @@ from depthscale.tasks import contract
 
 
 def add(c: ml_collections.ConfigDict) -> None:
-  c.train = ml_collections.ConfigDict(dict(
-      batch_size=32, steps=1000, steps_per_call=100, weight_decay=0.01, warmup=0,
-      decay="constant", clip_norm=1.0, curriculum="none", steps_per_stage=0,
-      advance_at=0.95, models_per_chunk=0, stop="none", stop_every=0, patience=5,
-      eta=3, slots=0, rebuild="auto", rebuild_steps=0, length_max=0, length_buckets=True))
-  # length_max > the grid's length: a model that solves every counted position of its
-  # last length on a training batch (at advance_at) grows to 2x, 4x, ... that length
-  # (then length_max), until it fails to, or reaches length_max; its n* is measured on a
-  # held-out set at length_max (core/train.py TrainConfig.stages). 0: no growth.
-  # length_buckets: each step computes only the positions its models' furthest stage
-  # needs (a bucket per stage, core/lengths.py); False: the full length at every step.
-  # stop: none | solved | plateau | halving (core/stopping.py), checked on the held-out set
-  # every stop_every steps (0: every steps_per_call); plateau: after `patience` evaluations
-  # without improvement; halving: successive halving over each setting's learning rates,
-  # keeping the best 1/eta at each rung (core/halving.py). The step budget (steps) stays
-  # the upper bound. slots > 0: each group's program trains that many models at once; the
-  # rest queue and take the slot of a model that is done (continuous batching,
-  # sweep/slots.py); 0 = all at once.
-  # rebuild (with a rule): auto | never; auto drops idle slots (or gives them to queued
-  # models of another depth) in a rebuilt program when the idle cost over the steps left
-  # exceeds a compile of rebuild_steps steps (0: plan.compile_s over the planner's
-  # seconds per step; sweep/resize.py).
-  # models_per_chunk > 0: each step runs the vmapped models this many at a time (less
-  # live memory; measured faster on CPU for wide models, see BUILD_NOTES); 0 = all at once
+  section(c, "train", "the budget, optimizer, stopping rule, slots and curriculum every "
+          "group of the study trains with")
+  for part in (_add_budget, _add_curriculum, _add_stopping, _add_growth):  # config.json's order
+    part(c)
+
+
+def _add_budget(c) -> None:
+  field(c, "train.batch_size", 32, "examples per model per step (at most 2^20)")
+  field(c, "train.steps", 1000, "each model's step budget (a multiple of steps_per_call); "
+        "a stopping rule may end a model sooner")
+  field(c, "train.steps_per_call", 100, "the most steps one dispatch to the device runs; "
+        "steps, stop_every and checkpoint_every are multiples of it")
+  field(c, "train.weight_decay", 0.01, "AdamW's weight decay, on weight matrices only")
+  field(c, "train.warmup", 0, "steps of linear warm-up of the learning rate (0: none)")
+  field(c, "train.decay", "constant", f"the learning rate after warm-up: "
+        f"{one_of(train_lib.DECAYS)} (decayed to 0 at the last step)")
+  field(c, "train.clip_norm", 1.0, "the global gradient norm clipped to (0: no clipping)")
+
+
+def _add_curriculum(c) -> None:
+  field(c, "train.curriculum", "none", f"how a model's length grows to the grid's: "
+        f"{one_of(train_lib.CURRICULA)} (through lengths 2, 4, 8, ...; a prefix-consistent "
+        "task only)")
+  field(c, "train.steps_per_stage", 0, "curriculum=fixed: steps at each curriculum length")
+  field(c, "train.advance_at", 0.95, "curriculum=adaptive (and growth past the grid's "
+        "length): the training-batch accuracy that moves a model to its next length")
+  field(c, "train.models_per_chunk", 0, "> 0: each step runs the vmapped models this many "
+        "at a time (less live memory; measured faster on CPU for wide models, see "
+        "BUILD_NOTES); 0: all at once")
+
+
+def _add_stopping(c) -> None:
+  field(c, "train.stop", "none", f"the stopping rule: {one_of(stopping.RULES)} "
+        "(core/stopping.py), checked on the held-out set every stop_every steps; plateau: "
+        "after `patience` evaluations without improvement; halving: successive halving over "
+        "each setting's learning rates (core/halving.py). steps stays the upper bound")
+  field(c, "train.stop_every", 0, "steps between the stopping rule's checks (a multiple of "
+        "steps_per_call; 0: every steps_per_call)")
+  field(c, "train.patience", 5, "stop=plateau: evaluations without improvement before a "
+        "model stops")
+  field(c, "train.eta", 3, "stop=halving: the best 1/eta of a setting's learning rates "
+        "still in play go on at each rung (an int >= 2)")
+  field(c, "train.slots", 0, "> 0: each group's program trains this many models at once; "
+        "the rest queue and take the slot of a model that is done (continuous batching, "
+        "sweep/slots.py); 0: all at once")
+  field(c, "train.rebuild", "auto", f"with a stopping rule: {one_of(resize.MODES)}; auto "
+        "drops idle slots (or gives them to queued models of another depth) in a rebuilt "
+        "program when their cost over the steps left exceeds a compile of rebuild_steps "
+        "steps (sweep/resize.py)")
+  field(c, "train.rebuild_steps", 0, "the steps a rebuild's compile is priced at (0: "
+        "plan.compile_s over the planner's seconds per step)")
+
+
+def _add_growth(c) -> None:
+  field(c, "train.length_max", 0, "> the grid's length: a model that solves every counted "
+        "position of its last length on a training batch (at advance_at) grows to 2x, 4x, "
+        "... that length (then length_max), until it fails to or reaches length_max; its n* "
+        "is measured on a held-out set at length_max. 0: no growth")
+  field(c, "train.length_buckets", True, "each step computes only the positions its models' "
+        "furthest stage needs (a bucket per stage, core/lengths.py); False: the full length "
+        "at every step")
 
 
 def check_batch(c) -> None:
