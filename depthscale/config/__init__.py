@@ -1,5 +1,6 @@
 """Study configs: every field a study may set, its default and meaning (one module per
-section: grid, model, train, evaluation, plan, run, report, each with its checks), loading
+section: grid, model, train, evaluation, plan, run, report, each with its checks; each field
+declared once by fields.field, docs/config.md generated from them by reference), loading
 `file.py[:arg]` with `--config.a.b=v` overrides, and `validate`, which checks every value
 in one line per problem before anything compiles. Valid names come from the registries of
 the code that acts on them."""
