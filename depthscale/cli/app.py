@@ -98,11 +98,29 @@ def cmd_devices(args, extras) -> int:
   return 0
 
 
+def version() -> str:
+  """The package's version: setup.cfg's where the package runs from its source tree (an
+  editable install's metadata is only as new as the last install), else the installed
+  metadata's."""
+  import configparser
+  import importlib.metadata
+  cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__)))), "setup.cfg")
+  parser = configparser.ConfigParser()
+  if parser.read(cfg) and parser.get("metadata", "name", fallback=None) == PROG:
+    return parser.get("metadata", "version")
+  try:
+    return importlib.metadata.version(PROG)
+  except importlib.metadata.PackageNotFoundError:
+    return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
   """The command tree: bench and devices here; tasks from cli/tasks_cmd.add_commands; plan,
   run, status and report from cli/sweep.add_commands."""
   parser = Parser(prog=PROG, description="Train grids of small transformers at once.",
                    allow_abbrev=False)
+  parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                    parser_class=Parser)
 
