@@ -5,13 +5,17 @@ Each row runs `depthscale run` in-process; a listener on JAX's backend-compile e
 counts compilations, and the training entry point is replaced by one that fails the test,
 so a row that were accepted could not start a run.
 """
+import errno
+import json
 import os
+import shutil
+import subprocess
 
 import jax.monitoring
 import pytest
 
 from depthscale import cli, config
-from depthscale.sweep import runner, study as study_lib
+from depthscale.sweep import plan, runner, study as study_lib
 
 COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -40,6 +44,62 @@ def workdir_unwritable(tmp_path, _mp):
   locked = tmp_path / "locked"
   locked.mkdir(mode=0o500)
   return {"workdir": str(locked / "w")}
+
+
+def workdir_dangling_link(tmp_path, _mp):
+  os.symlink(tmp_path / "nowhere" / "x", tmp_path / "w")  # its target does not exist
+  return {}
+
+
+LOCKED = []  # directories made immutable by a row, made writable again after it
+
+
+@pytest.fixture(autouse=True)
+def unlock():
+  yield
+  while LOCKED:
+    subprocess.run(["chattr", "-i", LOCKED.pop()], capture_output=True)
+
+
+def lock(path, mp):
+  """Make the directory `path` unwritable: chmod for a user, `chattr +i` for root (whom
+  modes do not stop); where the filesystem has no immutable flag, os.mkdir (what a
+  save and the writability probe create directories with) fails under it, as it would."""
+  if os.geteuid() != 0:
+    os.chmod(path, 0o500)
+    return
+  if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)],
+                                               capture_output=True).returncode == 0:
+    LOCKED.append(str(path))
+    return
+  mkdir, inside = os.mkdir, str(path) + os.sep
+
+  def refuse(p, *a, **k):
+    if os.path.abspath(os.fspath(p)).startswith(inside):
+      raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), os.fspath(p))
+    return mkdir(p, *a, **k)
+  mp.setattr(os, "mkdir", refuse)
+
+
+def checkpoints_unwritable(tmp_path, mp):
+  study_lib.claim_workdir(study_lib.resolve(config.load(SMOKE)), str(tmp_path / "w"))
+  os.makedirs(tmp_path / "w" / "checkpoints")
+  lock(tmp_path / "w" / "checkpoints", mp)
+  return {}
+
+
+def group_checkpoints_unwritable(tmp_path, mp):
+  """A group's checkpoint directory, holding a checkpoint, that cannot take the next."""
+  study = study_lib.resolve(config.load(SMOKE))
+  study_lib.claim_workdir(study, str(tmp_path / "w"))
+  groups = plan.make_plan(study)
+  (tmp_path / "w" / "plan.json").write_text(json.dumps(dict(
+      format=1, device="cpu", devices=1, groups=plan.to_json(groups))))
+  group = tmp_path / "w" / "checkpoints" / groups[0].id
+  os.makedirs(group / "60")
+  (group / "60" / "state").write_text("a saved step")
+  lock(group, mp)
+  return {}
 
 
 def workdir_of_another_study(tmp_path, _mp):
@@ -148,6 +208,14 @@ ROWS = [
      bad_config_file("def get_config(arg=None):\n  raise RuntimeError('boom')\n")),
     ("workdir is a file", [], ["is a file"], workdir_file),
     ("workdir not writable", [], ["cannot write"], workdir_unwritable),
+    ("workdir a dangling symlink", [], ["is a symlink to", "nowhere/x", "does not exist",
+                                        "--workdir"], workdir_dangling_link),
+    ("checkpoint directory not writable", [], ["w/checkpoints", "cannot be written",
+                                               "writable", "--workdir"],
+     checkpoints_unwritable),
+    ("a group's checkpoint directory not writable", [],
+     ["w/checkpoints/n16-", "cannot be written", "writable"],
+     group_checkpoints_unwritable),
     ("workdir holds another study", [], ["different study"], workdir_of_another_study),
     ("corrupt group results", [], ["is corrupt", "move it aside"],
      workdir_with_group_file('{"rows": [{"n_star": 3')),
@@ -214,3 +282,35 @@ def test_bad_input_is_refused_in_one_line_before_anything(row, tmp_path, monkeyp
     assert w in lines[0], (name, w, lines[0])
   assert snapshot(got["workdir"]) == before, name  # nothing written or removed
   assert len(COMPILES) == compiles, name  # nothing compiled
+
+
+@pytest.mark.parametrize("command", ["status", "report"])
+def test_status_and_report_of_a_dangling_symlink_are_one_line(command, tmp_path, capsys):
+  os.symlink(tmp_path / "nowhere" / "x", tmp_path / "w")
+  capsys.readouterr()
+  rc = cli.main([command, str(tmp_path / "w")])
+  err = capsys.readouterr().err.strip().splitlines()
+  assert rc == 2 and len(err) == 1 and err[0].startswith("depthscale: error: "), err
+  assert "is a symlink to" in err[0] and "nowhere/x" in err[0], err
+  assert not os.path.lexists(tmp_path / "nowhere")
+
+
+def test_a_checkpoint_directory_locked_during_a_run_is_one_line_and_keeps_the_last(
+    tmp_path, monkeypatch):
+  """`run` refuses an unwritable checkpoint directory before compiling (rows above); one
+  made unwritable while it trains stops at the next save in one line, the last kept."""
+  import numpy as np
+  from depthscale.errors import UserError
+  from depthscale.io.checkpoint import GroupCheckpoints
+  ckpt = GroupCheckpoints(str(tmp_path / "ck"))
+  try:
+    ckpt.save(60, {"w": np.ones(3)})
+    lock(tmp_path / "ck", monkeypatch)
+    with pytest.raises(UserError) as e:
+      ckpt.save(120, {"w": np.ones(3)})
+  finally:
+    ckpt.close()
+  line = str(e.value)
+  assert "\n" not in line and f"{tmp_path / 'ck'} cannot be written" in line, line
+  assert "step-120 checkpoint was not saved" in line and "step-60 checkpoint is kept" in line
+  assert os.listdir(tmp_path / "ck") == ["60"]

@@ -79,6 +79,11 @@ def check_writable(path: str) -> None:
                      "outside the workdir's files")
   if not os.path.isdir(parent):
     raise UsageError(f"--json {path!r}: directory {parent!r} does not exist; create it first")
+  if os.path.islink(path) and not os.path.exists(path):  # written through: its target's
+    to = os.readlink(path)  # directory must be there
+    if not os.path.isdir(os.path.dirname(os.path.join(parent, to))):
+      raise UsageError(f"--json {path!r} is a symlink to {to}, whose directory does not "
+                       "exist; create it, or give another path")
   if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
     raise UsageError(f"--json {path!r} is not writable; choose another path")
 

@@ -13,6 +13,7 @@ import sys
 from depthscale import config as config_lib
 from depthscale.cli.common import check_writable, load_config, write_json
 from depthscale.errors import UserError
+from depthscale.io.places import check_exists, check_link
 from depthscale.sweep import study as study_lib
 
 MAX_WORKERS = 100_000  # --workers: more than any cluster's array; a bound before allocating
@@ -229,6 +230,7 @@ def cmd_status(args, extras) -> int:
   from depthscale.sweep import status
   if extras:
     raise UserError(f"unrecognized arguments: {' '.join(extras)}")
+  check_link(args.workdir, run=False)
   report = status.status(args.workdir)
   if args.json:
     print(json.dumps(report, indent=2))
@@ -241,8 +243,7 @@ def cmd_report(args, extras) -> int:
   from depthscale.report import build_report
   if extras:
     raise UserError(f"unrecognized arguments: {' '.join(extras)}")
-  if not os.path.isdir(args.workdir):
-    raise UserError(f"no such workdir {args.workdir!r}")
+  check_exists(args.workdir)
   try:
     print(build_report(args.workdir))
   except FileNotFoundError as e:

@@ -7,7 +7,9 @@ Each process checkpoints its own groups alone (active_processes = itself), from 
 copies of the state, so several JAX processes never wait on each other here.
 A save that fails for want of space (ENOSPC, EDQUOT, or orbax's RESOURCE_EXHAUSTED) is a
 UserError naming the kept checkpoint; its temporary directory is removed, and any left by
-a kill is removed when the group's checkpoints are next opened.
+a kill is removed when the group's checkpoints are next opened. So is a directory that
+refuses writes (its mode, an immutable flag, a read-only mount; `run` finds those before
+anything compiles, this is for one changed while it runs).
 Knows nothing of models or sweeps.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from depthscale.errors import UserError
+from depthscale.io.places import unwritable_message
 
 
 SLACK_BYTES = 1 << 20  # metadata and filesystem blocks on top of the arrays' bytes
@@ -35,7 +38,12 @@ class GroupCheckpoints:
     alone = ocp.options.MultiprocessingOptions(
         primary_host=me, active_processes={me},
         barrier_sync_key_prefix=f"depthscale-{me}-{os.path.basename(directory)}")
-    os.makedirs(directory, exist_ok=True)
+    try:
+      os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+      if not unwritable(e):
+        raise
+      raise UserError(unwritable_message(os.path.dirname(directory), e)) from None
     clean_temporary(directory)  # left by a save that a full disk or a kill cut short
     with _library_logs_quiet():  # it reads each step's metadata: a damaged one is said
       self.manager = ocp.CheckpointManager(  # by restore_latest, in one line
@@ -54,11 +62,21 @@ class GroupCheckpoints:
       self.manager.save(step, args=ocp.args.StandardSave(host),
                         custom_metadata=metadata or {})
       self.manager.wait_until_finished()
-    except Exception as e:  # noqa: BLE001 -- re-raised unless the disk is full
-      if not disk_full(e):
+    except Exception as e:  # noqa: BLE001 -- re-raised unless the disk is full or read-only
+      if not (disk_full(e) or unwritable(e)):
         raise
       clean_temporary(str(self.manager.directory))
+      if unwritable(e):  # made read-only or immutable since the run started
+        raise self._unwritable(step, e) from None
       raise self._full(step, "the disk filled up during the save") from None
+
+  def _unwritable(self, step: int, e: Exception) -> UserError:
+    kept = self.manager.latest_step()
+    return UserError(unwritable_message(
+        str(self.manager.directory), e if isinstance(e, OSError) else OSError(str(e)),
+        f"the step-{step} checkpoint was not saved; " + (
+            f"the step-{kept} checkpoint is kept and resumed from" if kept is not None
+            else "no earlier checkpoint")))
 
   def _full(self, step: int, why: str) -> UserError:
     kept = self.manager.latest_step()
@@ -153,6 +171,15 @@ def disk_full(e: BaseException) -> bool:
     return e.errno in (errno.ENOSPC, errno.EDQUOT)
   text = str(e)
   return "RESOURCE_EXHAUSTED" in text or "No space left" in text or "quota" in text.lower()
+
+
+def unwritable(e: BaseException) -> bool:
+  """True for a directory that refuses writes (EACCES, EPERM: its mode, owner or an
+  immutable flag; EROFS: a read-only mount), as the OS or tensorstore reports it."""
+  if isinstance(e, OSError):
+    return e.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+  text = str(e)
+  return "PERMISSION_DENIED" in text or "Read-only file system" in text
 
 
 def clean_temporary(directory: str) -> None:

@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 
 from depthscale.errors import UserError
-from depthscale.io import atomic
+from depthscale.io import atomic, places
 
 # Version of the groups/<id>.json layout and of what its numbers mean. 2: weight decay by
 # role (earlier files, without "format", decayed LayerNorm and biases in the layer stack).
@@ -36,26 +36,13 @@ COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats",
 
 SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never files
 FILES = ("config.json", "plan.json", "results.csv", "report.md", "fits.json", "claims.json")
-NAME_MAX, PATH_MAX = 255, 4096
-
-
-def check_path(workdir: str) -> None:
-  """A one-line UserError for a workdir path the filesystem cannot hold (a name over
-  255 bytes, a path over 4096 with room for the files under it), before anything is made."""
-  full = os.path.abspath(workdir)
-  for part in full.split(os.sep):
-    if len(part.encode()) > NAME_MAX:
-      raise UserError(f"--workdir: the name {part[:40]!r}... is {len(part.encode())} bytes; "
-                      f"a file name holds at most {NAME_MAX}: choose a shorter --workdir")
-  if len(full.encode()) > PATH_MAX - 256:
-    raise UserError(f"--workdir: the path is {len(full.encode())} bytes; with the files "
-                    f"under it a path holds at most {PATH_MAX}: choose a shorter --workdir")
 
 
 def check(workdir: str) -> None:
   """A one-line UserError unless `workdir` is (or can be created as) a writable
   directory whose group files all read; writes nothing that stays."""
-  check_path(workdir)
+  places.check_path(workdir)
+  places.check_link(workdir)
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise UserError(f"--workdir {workdir!r} is a file; give a directory")
   parent = os.path.abspath(workdir)
@@ -74,6 +61,9 @@ def check(workdir: str) -> None:
       raise UserError(f"{workdir} holds files but is not a depthscale workdir (no "
                       "config.json); give a new or empty --workdir (nothing of yours is "
                       "overwritten)")
+    ckpts = os.path.join(workdir, "checkpoints")  # each group's too: found now, not at a
+    places.check_writable([os.path.join(workdir, d) for d in SUBDIRS] + [  # save's end
+        os.path.join(ckpts, n) for n in (os.listdir(ckpts) if os.path.isdir(ckpts) else [])])
 
 
 def check_contents(workdir: str) -> None:
