@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ml_collections
 
-from depthscale.config import evaluation, grid, model, plan, report, run, train
+from depthscale.config import design, evaluation, grid, model, plan, report, run, train
 from depthscale.config.fields import field
 
-SECTIONS = (grid, model, train, evaluation, plan, run, report)  # each with its add(c)
+SECTIONS = (grid, model, train, evaluation, plan, run, report, design)  # each with its add(c)
 
 
 def defaults() -> ml_collections.ConfigDict:
@@ -38,4 +38,5 @@ def validate(c: ml_collections.ConfigDict):
   plan.check(c)
   run.check_wandb(c)
   report.check(c)
+  design.check(c)
   return task

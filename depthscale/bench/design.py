@@ -1,0 +1,134 @@
+"""The `design` bench preset: an adaptive study against the grid and three fixed rules,
+replayed on a pool trained once (bench/data/: its results.csv and how it was made).
+
+The truth is the cell-mean slope on the whole pool (report/cell_law.py). Each of
+REPLAYS replays draws the grid's GRID_SEEDS seeds per cell from the pool's, and every
+rule spends up to the grid's compute on the pool's models (design_replay.py). Printed
+per rule: the slope's root mean square error against the truth at 25, 50, 75 and 100%
+of the grid's compute, how often its 95% interval holds the truth, how often its claims'
+verdicts equal the pool's, and the smallest share at which its error is no larger than
+the full grid's.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from typing import Callable
+
+import numpy as np
+
+from depthscale import config as config_lib
+from depthscale.bench import design_replay as replay
+from depthscale.bench import registry
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+POOL = "khop_pool"
+REPLAYS, GRID_SEEDS = 200, 4
+SHARES = tuple(round(0.05 * i, 2) for i in range(1, 21))
+REPORTED = (0.25, 0.5, 0.75, 1.0)
+
+
+def _num(v):
+  try:
+    f = float(v)
+  except (TypeError, ValueError):
+    return v if v != "" else None
+  return int(f) if f.is_integer() and "." not in str(v) and "e" not in str(v) else f
+
+
+def load_pool(name: str = POOL):
+  """(Pool, meta, config): the pool's rows by cell (its swept axis, depth) and seed."""
+  from depthscale.sweep import plan
+  with open(os.path.join(DATA, f"{name}.json")) as f:
+    meta = json.load(f)
+  with open(os.path.join(DATA, f"{name}.csv")) as f:
+    rows = [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(f)]
+  c = config_lib.load(os.path.join(ROOT, meta["config"]), meta["overrides"])
+  xs = sorted({r["depth"] for r in rows})
+  by = [sorted([r for r in rows if r["depth"] == x], key=lambda r: r["seed"]) for x in xs]
+  cap = [math.log2(max(r.get("measured_length") or r["length"] for r in g)) for g in by]
+  y = [[math.log2(max(r["n_star"], 1)) for r in g] for g in by]
+  cens = [[r["n_star"] >= (r.get("measured_length") or r["length"]) for r in g] for g in by]
+  cost = [plan.step_flops(g[0]["depth"], g[0]["width"], 1, g[0]["length"],
+                          c.train.batch_size) * c.train.steps for g in by]
+  return replay.Pool(x=xs, y=y, censored=cens, rows=by, cap=cap, cost=cost), meta, c
+
+
+def _verdicts(c):
+  from depthscale.report import claims, fits
+  def of(rows):
+    got = claims.check(c.report.claims, rows, [], fits.all_fits(rows, B=100), {},
+                       c.eval.threshold)
+    return tuple(x["holds"] for x in got)
+  return of
+
+
+def run_design(replays: int = REPLAYS, log: Callable[[str], None] = print,
+               settings=None, pool_name: str = POOL) -> dict:
+  """The replay's JSON: {"pool", "truth", "rules": {name: {rmse_by_share, ...}}}."""
+  from depthscale.report import cell_law, design
+  pool, meta, c = load_pool(pool_name)
+  s = settings or design.Settings()
+  every = [(ci, m) for ci in range(len(pool.x)) for m in range(len(pool.y[ci]))]
+  truth = cell_law.fit(replay.cells_of(pool, every))
+  verdict_of = _verdicts(c)
+  truth_v = verdict_of([pool.rows[ci][m] for ci, m in every])
+  per = {r: [] for r in replay.RULES}
+  for i in range(replays):
+    rng = np.random.default_rng(i)
+    order = [list(rng.permutation(len(ys))) for ys in pool.y]
+    grid_cost = GRID_SEEDS * float(np.sum(pool.cost))
+    for rule in replay.RULES:
+      seq = replay.sequence(rule, pool, order, GRID_SEEDS, rng, s)
+      per[rule].append(replay.evaluate(pool, seq, SHARES, grid_cost, truth["slope"],
+                                       verdict_of, truth_v))
+    if (i + 1) % 50 == 0:
+      log(f"bench design: {i + 1}/{replays} replays")
+  rules = {r: summarize(per[r]) for r in replay.RULES}
+  grid_rmse = rules["grid_order"]["rmse_by_share"]["1.0"]
+  for r in rules.values():
+    r["share_to_grid"] = next((sh for sh in SHARES if r["rmse_all"][str(sh)] <= grid_rmse),
+                              1.0)
+  n_cens = sum(sum(cc) for cc in pool.censored)
+  return dict(pool=dict(meta, models=len(every), censored=n_cens, depths=pool.x),
+              truth=dict(slope=truth["slope"], ci95=truth["ci95"], verdicts=truth_v),
+              replays=replays, grid_seeds=GRID_SEEDS, settings=vars(s), rules=rules)
+
+
+def summarize(runs: list[list[dict]]) -> dict:
+  """Over replays, per share: rmse (a replay with no slope counts as missing), coverage
+  (a replay with no interval does not hold the truth), verdicts, median half width."""
+  out = {"rmse_all": {}, "rmse_by_share": {}, "coverage_by_share": {},
+         "verdicts_by_share": {}, "half_width_by_share": {}, "no_slope_by_share": {}}
+  for j, sh in enumerate(SHARES):
+    at = [r[j] for r in runs]
+    err = np.array([a["err"] for a in at], float)
+    ok = np.isfinite(err)
+    rmse = float(np.sqrt(np.mean(err[ok] ** 2))) if ok.any() else math.inf
+    out["rmse_all"][str(sh)] = rmse if ok.all() else math.inf
+    if sh in REPORTED:
+      k = str(sh)
+      out["rmse_by_share"][k] = rmse
+      out["coverage_by_share"][k] = float(np.mean([a["covered"] for a in at]))
+      out["verdicts_by_share"][k] = float(np.mean([a["verdicts"] for a in at]))
+      out["no_slope_by_share"][k] = int((~ok).sum())
+      hw = [a.get("half_width", math.inf) for a in at]
+      out["half_width_by_share"][k] = float(np.median(hw))
+  out["verdicts_match"] = min(out["verdicts_by_share"].values())
+  return out
+
+
+def design_summary(result: dict) -> str:
+  parts = []
+  for name, r in result["rules"].items():
+    rm = ", ".join(f"{v:.3f}" for v in r["rmse_by_share"].values())
+    cov = min(r["coverage_by_share"].values())
+    parts.append(f"{name}: rmse {rm} at 25/50/75/100%, coverage >= {cov:.2f}, verdicts "
+                 f"{r['verdicts_match']:.2f}, grid's error at {r['share_to_grid']:.2f}")
+  return f"truth slope {result['truth']['slope']:.3f}; " + "; ".join(parts)
+
+
+registry.register("design", lambda o, log: run_design(log=log), design_summary)

@@ -1,0 +1,51 @@
+"""An adaptive study's decisions, from recorded results alone: the first round, then at
+each round barrier the fit, the scores and the next picks, or the reason to stop.
+
+The same function decides in a live study (sweep/design_rounds.py, at a barrier) and in
+the replay benchmark (bench/design.py), so what the replay measures is what `run` does.
+Compute is the planner's price of each cell's model (seconds, or FLOPs in a replay);
+the budget is a share of the grid's (every cell x grid.seed). Pure numpy; no jax.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from depthscale.report import cell_law, design_rule
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """design.* as the rule reads it (config/design.py holds the fields and their checks)."""
+  budget: float = 0.6        # share of the grid's compute
+  max_seeds: int = 10        # models per cell at most
+  stop_ci: float = 0.0       # stop when the slope's 95% interval is this narrow (relative)
+  first: tuple = ()          # axis values of the first round (() = the ends and the middle)
+  first_seeds: int = 2       # seeds per first-round cell
+  round_size: int = 4        # models per later round
+  explore: float = 0.25      # share of a round's picks kept for cells far from the line
+
+
+def first_cells(x_all, s: Settings) -> list[int]:
+  """The first round's cells, each once per seed: `first` or the ends and the middle."""
+  xs = list(x_all)
+  want = list(s.first) or sorted({xs[0], xs[len(xs) // 2], xs[-1]}, key=xs.index)
+  return [xs.index(v) for v in want for _ in range(s.first_seeds)]
+
+
+def decide(cells: list[cell_law.Cell], cost, grid_cost: float, spent: float,
+           s: Settings) -> dict:
+  """The decision at a barrier: {"fit", "picks": [{"cell", "score", "why"}], "stop"}.
+  `stop` is None, "budget" (no pick fits in what is left) or "interval" (stop_ci met)."""
+  fit = cell_law.fit(cells)
+  out = {"fit": fit, "picks": [], "stop": None}
+  if s.stop_ci > 0 and "error" not in fit and fit["rel_width"] <= s.stop_ci:
+    return dict(out, stop="interval")
+  left = s.budget * grid_cost - spent
+  picks = design_rule.pick(fit, [c.cap for c in cells], cost, [len(c.y) for c in cells],
+                           size=s.round_size, max_seeds=s.max_seeds, explore=s.explore)
+  kept = []
+  for p in picks:
+    if cost[p["cell"]] <= left + 1e-9 * grid_cost:
+      kept.append(p)
+      left -= cost[p["cell"]]
+  return dict(out, picks=kept, stop=None if kept else "budget")

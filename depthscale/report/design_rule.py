@@ -1,0 +1,104 @@
+"""Which models an adaptive study trains next: a pure rule on the fitted law.
+
+The slope b's variance is Var(b) = sum_c a_c^2 sigma_c^2 / I_c (cell_law.py: every model
+a point, I_c the information a cell's seeds carry). One more seed at c is expected to
+bring e_c (1 if it will be exact, less where it is likely censored); the rule scores it by
+the variance it removes, Var(b) - Var(b | I_c + e_c), per unit of its compute, picks the
+best, adds e_c and scores again (V-optimal per unit cost, as Li et al. 2026 pick runs for
+a fitted law): on a straight line it moves seeds to the ends, the more so where they are
+cheap or noisy. A measured cell with one seed gets its second first (its noise is not yet
+measured). A share of each round (`explore`) goes to the cell with the fewest seeds while
+one has fewer than two, else to the cell farthest from the line in its own standard
+errors, so that a law that bends shows it. Ties go to the earlier cell. Pure numpy.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthscale.report import cell_law
+
+
+def shrink(fit: dict, caps, cost) -> np.ndarray:
+  """Per cell: the expected shrink of the slope b's variance per unit compute of one
+  more seed there (1e12 / cost where a measured cell has one seed)."""
+  x, var, info = fit["x"], np.asarray(fit["var"]), np.asarray(fit["info"], float)
+  now = cell_law.slope_var(x, var, info)
+  out = np.zeros(len(x))
+  for c in range(len(x)):
+    if fit["seeds"][c] == 1:
+      out[c] = 1e12 / cost[c]
+      continue
+    more = info.copy()
+    more[c] += cell_law.expected_info(_mu(fit, c), math.sqrt(var[c]), caps[c])
+    after = cell_law.slope_var(x, var, more)
+    out[c] = (now - after if math.isfinite(now) else 1e6 / (1 + after)) / cost[c]
+  return out
+
+
+def _mu(fit: dict, c: int) -> float:
+  """Cell c's mean, or where unmeasured its nearest measured neighbours'."""
+  mu = fit["mu"]
+  if math.isfinite(mu[c]):
+    return mu[c]
+  near = sorted((abs(i - c), i) for i, m in enumerate(mu) if math.isfinite(m))
+  return float(np.mean([mu[i] for d, i in near if d == near[0][0]])) if near else 0.0
+
+
+def far_from_line(fit: dict) -> np.ndarray:
+  """Per cell: how far its mean lies from the fitted line, in its own standard errors
+  (0 where it has no mean or the fit has no line)."""
+  if "error" in fit:
+    return np.zeros(len(fit["x"]))
+  x, mu = np.asarray(fit["x"]), np.asarray(fit["mu"])
+  a = np.nanmean(mu) - fit["b"] * np.nanmean(np.where(np.isfinite(mu), x, np.nan))
+  se = np.sqrt(np.asarray(fit["var"]) / np.maximum(fit["info"], 1e-9))
+  z = np.abs(mu - (a + fit["b"] * x)) / se
+  return np.where(np.isfinite(z), z, 0.0)
+
+
+def pick(fit: dict, caps, cost, seeds, *, size: int, max_seeds: int,
+         explore: float) -> list[dict]:
+  """`size` picks: [{"cell", "score", "why"}], a cell picked once per new seed there.
+  `seeds`: models per cell so far; no cell goes past `max_seeds`."""
+  fit = dict(fit, info=list(fit["info"]), mu=list(fit["mu"]), seeds=list(fit["seeds"]))
+  seeds = list(seeds)
+  n_explore = int(round(explore * size))
+  far = far_from_line(fit)
+  picks: list[dict] = []
+  for k in range(size):
+    open_c = [c for c in range(len(seeds)) if seeds[c] < max_seeds]
+    if not open_c:
+      break
+    if k < size - n_explore:
+      s = shrink(fit, caps, cost)
+      c = max(open_c, key=lambda i: (s[i], -i))
+      if s[c] <= 0:  # nothing the slope weighs is left: explore instead
+        c, why, score = _explore(open_c, seeds, far)
+      else:
+        why, score = "variance", float(s[c])
+    else:
+      c, why, score = _explore(open_c, seeds, far)
+    picks.append({"cell": int(c), "score": score, "why": why})
+    _add_expected(fit, c, caps[c])
+    seeds[c] += 1
+    far[c] = 0.0
+  return picks
+
+
+def _explore(open_c, seeds, far):
+  few = [c for c in open_c if seeds[c] < 2]
+  if few:
+    c = min(few, key=lambda i: (seeds[i], i))
+    return c, "few seeds", float(seeds[c])
+  c = max(open_c, key=lambda i: (far[i], -i))
+  return c, "far from line", float(far[c])
+
+
+def _add_expected(fit: dict, c: int, cap: float) -> None:
+  """After a pick at c: its expected information added (an unmeasured cell takes its
+  neighbours' mean, so a second pick there is scored as a second seed)."""
+  fit["mu"][c] = mu = _mu(fit, c)
+  fit["info"][c] += cell_law.expected_info(mu, math.sqrt(fit["var"][c]), cap)
+  fit["seeds"][c] += 1
