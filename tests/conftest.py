@@ -75,9 +75,9 @@ def compilation_cache(tmp_path_factory):
   """The pytest workers and every `depthscale` process a test starts share one persistent
   XLA compilation cache: a program compiled once (the smoke study's groups in many runs,
   a lone shape in both workers) is read back after (measured: a smoke run 29.6 s cold,
-  9.4 s warm, identical results). Sessions 11-12 kept the workers off it after a worker
-  aborted inside a cache write; the cause was the process's memory maps, not the cache
-  (forget_compiled_programs below; BUILD_NOTES, Test suite)."""
+  9.4 s warm, identical results). From 4225a44 to cb8a487 (2026-11-25) the workers stayed off
+  it after a worker aborted inside a cache write; the cause was the process's memory maps,
+  not the cache (forget_compiled_programs below; BUILD_NOTES, Test suite)."""
   cache = str(shared_root(tmp_path_factory) / "jax-cache")
   # the planner's probe cache too: tests never write to the user's ~/.cache
   os.environ["DEPTHSCALE_CACHE"] = str(shared_root(tmp_path_factory) / "depthscale-cache")
@@ -116,9 +116,9 @@ def forget_compiled_programs():
   """After a module, JAX's cached executables are dropped once the process holds more than
   MAX_MAPS memory maps: a worker compiles thousands of programs, each holding maps, and
   one past vm.max_map_count (65530) aborts inside XLA (BUILD_NOTES, Test suite: the
-  "Fatal Python error: Aborted" of sessions 11 and 13). Below it they are kept, so the
-  next modules do not trace, lower and read again the programs they share (samplers,
-  inits, evaluators). core/ensemble.py bounds the same in a long run."""
+  "Fatal Python error: Aborted" of the 2026-11-25 fresh-clone suites). Below it they are
+  kept, so the next modules do not trace, lower and read again the programs they share
+  (samplers, inits, evaluators). core/ensemble.py bounds the same in a long run."""
   yield
   if not os.path.exists("/proc/self/maps"):
     jax.clear_caches()
@@ -161,7 +161,7 @@ def _send_with_its_group(item):
   """The test's xdist_group as its nodeid's "@group" suffix, which `--dist loadgroup`
   schedules by. pytest-xdist 3.8 sets `item._nodeid`, which pytest 9 no longer reads (its
   nodeid is `item._id`), so without this every group is split over the workers and a
-  module's fixtures are made on both (measured, session 13)."""
+  module's fixtures are made on both (measured 2026-11-25, cb8a487)."""
   mark = item.get_closest_marker("xdist_group")
   if mark is None or "@" in item.nodeid:
     return

@@ -169,7 +169,7 @@ def test_the_full_length_accuracy_in_slices_equals_it_in_one_call():
 
 
 def test_a_checkpoint_from_before_length_buckets_resumes(grown, tmp_path):
-  """A curriculum's checkpoint written before session 24 has no `paid` curve. It resumes
+  """A curriculum's checkpoint written before 99fdd67 (2026-11-27) has no `paid` curve. It resumes
   (it is not dropped for a restart from step 0): the same rows and curves as the
   uninterrupted run, except that its steps before the checkpoint count as paid at the
   full length (what the code then computed), since nothing recorded less."""

@@ -121,10 +121,11 @@ promise.set_result(1)
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_late_read_after_a_failed_restore_prints_nothing_more(when):
-  """Session 24's flaky line: tensorstore reports a callback that posts to orbax's closed
-  loop through sys.unraisablehook. Without depthscale's hook (which every restore
-  installs: the damaged-checkpoint test above checks it) it prints, so the reproduction
-  is real; with it, that traceback is dropped and any other still prints."""
+  """The flaky line fixed in e359b32 (2026-11-27): tensorstore reports a callback that
+  posts to orbax's closed loop through sys.unraisablehook. Without depthscale's hook
+  (which every restore installs: the damaged-checkpoint test above checks it) it prints,
+  so the reproduction is real; with it, that traceback is dropped and any other still
+  prints."""
   p = subprocess.run([sys.executable, "-c", LATE, when], capture_output=True, text=True,
                      timeout=120)
   assert p.returncode == 0, p.stderr

@@ -285,7 +285,8 @@ def test_tasks_check_runs_the_sampler_in_a_second_process(tmp_path, capsys):
 
 
 def test_a_workdir_that_stored_a_home_relative_path_still_resumes(tmp_path, monkeypatch):
-  """Before session 15 config.json kept `~/t.py:T` as written; it is the same task."""
+  """Before a7f872e (2026-11-26) config.json kept `~/t.py:T` as written; it is the same
+  task."""
   monkeypatch.setenv("HOME", str(tmp_path))
   (tmp_path / "t.py").write_text(GOOD)
   w = _workdir_of(tmp_path, f"{tmp_path}/t.py:T")

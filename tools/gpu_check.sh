@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command a session with a lent GPU (or TPU) runs; writes ONE JSON:
+# The one command to run on a lent GPU (or TPU) machine; writes ONE JSON:
 #   tools/gpu_check.sh [OUT.json]                  # default gpu_check.json
 #   GPU_CHECK_QUICK=1 tools/gpu_check.sh OUT.json  # CPU-sized, no benches (its test,
 #                                                   tests/test_gpu_check.py)
@@ -42,7 +42,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export WANDB_MODE=${WANDB_MODE:-disabled} PYTHONUNBUFFERED=1
 mkdir -p "$work"
 # A fresh probe cache: the plan measures its programs now, on this device, not reads an
-# earlier session's figures.
+# earlier check's figures.
 export DEPTHSCALE_CACHE=${DEPTHSCALE_CACHE:-$work/cache}
 quick=${GPU_CHECK_QUICK:-0}
 cap=${GPU_CHECK_STEP_TIMEOUT:-100000}

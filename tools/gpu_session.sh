@@ -11,8 +11,8 @@
 # tools/determinism_probe.py (whether training repeats bit for bit without `run`'s
 # deterministic-ops flag, with cuDNN attention: about 70 s, at most 150; determinism.json
 # and .txt), then the paper shape's option ablation and the smoke study (about 140 s);
-# part 3, if device time is left, the tiny pair (about 110 s; its target was met in
-# session 27). Each later part merges the earlier parts' steps (one check work dir).
+# part 3, if device time is left, the tiny pair (about 110 s; its target was met on
+# 2026-11-27, 64f8b1a). Each later part merges the earlier parts' steps (one check work dir).
 # `all` runs every gpu_check step in one go (about 10 minutes; no determinism probe).
 # Each part runs tools/gpu_check.sh with python3 (the image's jax for CUDA) under
 # GPU_CHECK_DEADLINE (default 480 s a part), writes gpu_check.json and gpu_check.log, and

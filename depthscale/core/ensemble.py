@@ -94,7 +94,7 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
   """The parameters [k, ...] of k models of one true shape (tcfg), vmapped over their keys.
   Bitwise what flax's init of each model alone gives op by op (transformer.normal keeps
   XLA from folding the init's scale into the sampler; tests/test_core.py checks it), so
-  a figure recorded with the eager init of earlier sessions does not move."""
+  a figure recorded with the eager init (before 8778ff9, 2026-11-26) does not move."""
   dummy = _dummy_input(tcfg)
   tarch = arch_for(tcfg, shape[0], shape[1], shape[2], shape[3])
   return jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys)

@@ -55,7 +55,7 @@ def _a5(depth: int, step_s: float) -> Measured:
 
 
 # `plan --config experiments/a5_depth.py` probed on one H100 (issue 48, 2026-11-27); the
-# bench presets on the same H100 and, for the smoke study, on an H200 (session 22).
+# bench presets on the same H100 and, for the smoke study, on an H200 (8a9a5d9, 2026-11-26).
 MEASURED = (
     *(_a5(d, s) for d, s in ((6, 0.048), (9, 0.101), (12, 0.130), (15, 0.155), (18, 0.186),
                              (21, 0.210), (24, 0.242))),

@@ -26,7 +26,8 @@ def problem(saved: dict, step: int, n: int, total: int, n_stages: int,
 
 def older_shapes(like: dict) -> list[dict]:
   """The payload shapes earlier versions saved for a group whose payload is `like`:
-  before session 24 a curriculum's curves had no `paid` (its steps paid the full length)."""
+  before length buckets (99fdd67, 2026-11-27) a curriculum's curves had no `paid` (its
+  steps paid the full length)."""
   if "paid" not in like["curves"]:
     return []
   return [dict(like, curves={k: v for k, v in like["curves"].items() if k != "paid"})]
