@@ -15,8 +15,9 @@ counts for the Fisher information it carries (I: lambda (lambda - alpha), below 
 an exact value counts 1). A cell's sigma is its seeds' scatter shrunk toward its
 neighbours' (a cell with one seed borrows theirs). The interval is Student's t on b with
 Satterthwaite's degrees of freedom from the cells' own, mapped through 1 / b; while a
-measured cell has one seed it is unbounded (its noise is a neighbour's guess, and an
-interval narrow for that reason would not hold the truth). Pure numpy and math.
+fitted cell has one seed it is unbounded (its noise is a neighbour's guess, and an
+interval narrow for that reason would not hold the truth): so such a cell is shown but
+fitted only from its second seed, while two cells with two seeds exist. Pure numpy.
 """
 from __future__ import annotations
 
@@ -120,10 +121,11 @@ def weights(x, info) -> np.ndarray:
   return n * dx / sxx if sxx > 0 else np.zeros_like(x)
 
 
-def slope_var(x, var, info) -> float:
-  """Var(b) = sum_c a_c^2 sigma_c^2 / I_c (inf while the measured cells span one x)."""
+def slope_var(x, var, info, fitted) -> float:
+  """Var(b) = sum_c a_c^2 sigma_c^2 / I_c over the fitted cells (inf while they span one
+  x)."""
   x, var, info = (np.asarray(v, float) for v in (x, var, info))
-  keep = info > 0
+  keep = (info > 0) & np.asarray(fitted, bool)
   if keep.sum() < 2 or np.ptp(x[keep]) == 0:
     return math.inf
   a = weights(x[keep], info[keep])
@@ -143,11 +145,16 @@ def fit(cells: list[Cell]) -> dict:
         info[i] = sum(1.0 if not c else censored_info(mu[i], sd, v)
                       for v, c in zip(cl.y, cl.censored))
   x = np.array([cl.x for cl in cells], float)
+  seeds = np.array([len(cl.y) for cl in cells])
   seen = np.isfinite(mu) & (info > 0)
   out = dict(x=x.tolist(), mu=mu.tolist(), var=var.tolist(), info=info.tolist(),
-             seeds=[len(cl.y) for cl in cells])
+             seeds=seeds.tolist())
   if seen.sum() < 2 or np.ptp(x[seen]) == 0:
     return dict(out, error=f"{int(seen.sum())} cell(s) with a mean; a slope needs 2")
+  thin = seen & (seeds < 2)
+  if len(set(x[seen & ~thin])) >= 2:  # one-seed cells: shown, fitted at two
+    seen, thin = seen & ~thin, np.zeros_like(thin)
+  out["fitted"] = seen.tolist()
   a = weights(x[seen], info[seen])
   b = float(a @ mu[seen])
   vv = np.where(np.isfinite(var[seen]), var[seen], math.inf)
@@ -157,8 +164,7 @@ def fit(cells: list[Cell]) -> dict:
   satt = (var_b**2 / float((v_c**2 / np.maximum(eff, 1e-9)).sum())
           if 0 < var_b < math.inf else 0.0)
   df = min(satt, float(dof.sum()))
-  thin = bool(np.any((np.asarray(out["seeds"])[seen] < 2) & (np.abs(a) > 1e-12)))
-  half = t975(df) * math.sqrt(var_b) if var_b < math.inf and not thin else math.inf
+  half = t975(df) * math.sqrt(var_b) if var_b < math.inf and not thin.any() else math.inf
   lo_b, hi_b = b - half, b + half
   ci = [1 / hi_b, 1 / lo_b] if (lo_b > 0 or hi_b < 0) else [-math.inf, math.inf]
   slope = 1 / b if b != 0 else math.inf

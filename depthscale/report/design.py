@@ -26,10 +26,12 @@ class Settings:
 
 
 def first_cells(x_all, s: Settings) -> list[int]:
-  """The first round's cells, each once per seed: `first` or the ends and the middle."""
+  """The first round's cells, each once per seed: `first` or the ends and the middle;
+  seed by seed, the ends first (a round cut short still spans the axis)."""
   xs = list(x_all)
-  want = list(s.first) or sorted({xs[0], xs[len(xs) // 2], xs[-1]}, key=xs.index)
-  return [xs.index(v) for v in want for _ in range(s.first_seeds)]
+  want = list(s.first) or [xs[0], xs[-1], xs[len(xs) // 2]]
+  want = sorted(dict.fromkeys(want), key=lambda v: (v not in (xs[0], xs[-1]), xs.index(v)))
+  return [xs.index(v) for _ in range(s.first_seeds) for v in want]
 
 
 def decide(cells: list[cell_law.Cell], cost, grid_cost: float, spent: float,

@@ -6,10 +6,11 @@ bring e_c (1 if it will be exact, less where it is likely censored); the rule sc
 the variance it removes, Var(b) - Var(b | I_c + e_c), per unit of its compute, picks the
 best, adds e_c and scores again (V-optimal per unit cost, as Li et al. 2026 pick runs for
 a fitted law): on a straight line it moves seeds to the ends, the more so where they are
-cheap or noisy. A measured cell with one seed gets its second first (its noise is not yet
-measured). A share of each round (`explore`) goes to the cell with the fewest seeds while
-one has fewer than two, else to the cell farthest from the line in its own standard
-errors, so that a law that bends shows it. Ties go to the earlier cell. Pure numpy.
+cheap or noisy. A cell with one seed enters the fit with its second (its noise is not
+measured before), and is scored as that. A share of each round (`explore`) goes to the
+cell with the fewest seeds while one has fewer than two, else to the cell farthest from
+the line if it departs by more than FAR of its own standard errors (a law that bends
+shows it; a straight one loses no picks to it). Ties go to the earlier cell. Pure numpy.
 """
 from __future__ import annotations
 
@@ -19,20 +20,24 @@ import numpy as np
 
 from depthscale.report import cell_law
 
+FAR = 2.0  # standard errors from the line at which a cell is worth exploring
+
 
 def shrink(fit: dict, caps, cost) -> np.ndarray:
   """Per cell: the expected shrink of the slope b's variance per unit compute of one
-  more seed there (1e12 / cost where a measured cell has one seed)."""
+  more seed there (a cell with one seed enters the fit with its second; one with none
+  changes nothing until explored)."""
   x, var, info = fit["x"], np.asarray(fit["var"]), np.asarray(fit["info"], float)
-  now = cell_law.slope_var(x, var, info)
+  fitted = np.asarray(fit.get("fitted", np.asarray(fit["seeds"]) >= 2), bool)
+  now = cell_law.slope_var(x, var, info, fitted)
   out = np.zeros(len(x))
   for c in range(len(x)):
-    if fit["seeds"][c] == 1:
-      out[c] = 1e12 / cost[c]
+    if fit["seeds"][c] == 0:
       continue
-    more = info.copy()
+    more, inside = info.copy(), fitted.copy()
     more[c] += cell_law.expected_info(_mu(fit, c), math.sqrt(var[c]), caps[c])
-    after = cell_law.slope_var(x, var, more)
+    inside[c] = True
+    after = cell_law.slope_var(x, var, more, inside)
     out[c] = (now - after if math.isfinite(now) else 1e6 / (1 + after)) / cost[c]
   return out
 
@@ -63,6 +68,7 @@ def pick(fit: dict, caps, cost, seeds, *, size: int, max_seeds: int,
   """`size` picks: [{"cell", "score", "why"}], a cell picked once per new seed there.
   `seeds`: models per cell so far; no cell goes past `max_seeds`."""
   fit = dict(fit, info=list(fit["info"]), mu=list(fit["mu"]), seeds=list(fit["seeds"]))
+  fit.setdefault("fitted", [n >= 2 for n in fit["seeds"]])
   seeds = list(seeds)
   n_explore = int(round(explore * size))
   far = far_from_line(fit)
@@ -71,15 +77,13 @@ def pick(fit: dict, caps, cost, seeds, *, size: int, max_seeds: int,
     open_c = [c for c in range(len(seeds)) if seeds[c] < max_seeds]
     if not open_c:
       break
-    if k < size - n_explore:
+    pick_c = _explore(open_c, seeds, far) if k >= size - n_explore else None
+    if pick_c is None:
       s = shrink(fit, caps, cost)
       c = max(open_c, key=lambda i: (s[i], -i))
-      if s[c] <= 0:  # nothing the slope weighs is left: explore instead
-        c, why, score = _explore(open_c, seeds, far)
-      else:
-        why, score = "variance", float(s[c])
+      why, score = "variance", float(s[c])
     else:
-      c, why, score = _explore(open_c, seeds, far)
+      c, why, score = pick_c
     picks.append({"cell": int(c), "score": score, "why": why})
     _add_expected(fit, c, caps[c])
     seeds[c] += 1
@@ -88,12 +92,15 @@ def pick(fit: dict, caps, cost, seeds, *, size: int, max_seeds: int,
 
 
 def _explore(open_c, seeds, far):
+  """An exploring pick: the cell with the fewest seeds while one has fewer than two, else
+  the one farthest from the line if it departs by more than FAR standard errors; None
+  (a variance pick instead) when every cell has two seeds and sits on the line."""
   few = [c for c in open_c if seeds[c] < 2]
   if few:
     c = min(few, key=lambda i: (seeds[i], i))
     return c, "few seeds", float(seeds[c])
   c = max(open_c, key=lambda i: (far[i], -i))
-  return c, "far from line", float(far[c])
+  return (c, "far from line", float(far[c])) if far[c] > FAR else None
 
 
 def _add_expected(fit: dict, c: int, cap: float) -> None:
@@ -102,3 +109,5 @@ def _add_expected(fit: dict, c: int, cap: float) -> None:
   fit["mu"][c] = mu = _mu(fit, c)
   fit["info"][c] += cell_law.expected_info(mu, math.sqrt(fit["var"][c]), cap)
   fit["seeds"][c] += 1
+  if "fitted" in fit and fit["seeds"][c] >= 2:
+    fit["fitted"] = [f or i == c for i, f in enumerate(fit["fitted"])]
