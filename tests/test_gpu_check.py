@@ -1,4 +1,4 @@
-"""tools/gpu_check.sh in quick mode on this CPU (no benches: minutes on a CPU): one JSON
+"""tools/gpu/gpu_check.sh in quick mode on this CPU (no benches: minutes on a CPU): one JSON
 whose numbers agree with the files it merged (the plan JSON, the study's results.csv);
 the merge of a bench JSON; and the merge on a made-up work dir where the plan step
 failed: the error text is kept, "ok" is false.
@@ -13,15 +13,15 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import gpu_check  # noqa: E402  (tools/ is not a package)
+sys.path[:0] = [os.path.join(ROOT, "tools", "gpu"), os.path.join(ROOT, "tools", "bench")]
+import gpu_check  # noqa: E402  (tools/gpu/ is not a package)
 
 
 @pytest.mark.slow
 def test_quick_mode_on_cpu(tmp_path):
   out, work = tmp_path / "check.json", tmp_path / "work"
   env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable)
-  p = subprocess.run(["bash", "tools/gpu_check.sh", str(out)], cwd=ROOT, env=env,
+  p = subprocess.run(["bash", "tools/gpu/gpu_check.sh", str(out)], cwd=ROOT, env=env,
                      capture_output=True, text=True, timeout=900)
   print(p.stdout)
   result = json.loads(out.read_text())
@@ -183,10 +183,10 @@ def test_the_a5_sweep_is_summed_from_three_probed_depths(tmp_path):
 
 
 def test_the_option_ablation_parses_variants_and_tables_each_row():
-  """tools/option_ablation.py (gpu_check's ablation_paper): a variant names only valid
+  """tools/gpu/option_ablation.py (gpu_check's ablation_paper): a variant names only valid
   options, in one line otherwise; the table has one row per variant, a failed one with its
   error, and ratios as given."""
-  import option_ablation  # tools/, beside gpu_check
+  import option_ablation  # tools/gpu/, beside gpu_check
   assert option_ablation.parse_variant("defaults=") == ("defaults", {})
   assert option_ablation.parse_variant("both=remat:none, attention:dot_product") == (
       "both", {"remat": "none", "attention": "dot_product"})
@@ -206,7 +206,7 @@ def test_the_option_ablation_parses_variants_and_tables_each_row():
 
 
 def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
-  """GPU_CHECK_STEPS (tools/gpu_session.sh's two calls): the named steps run, an earlier
+  """GPU_CHECK_STEPS (tools/gpu/gpu_session.sh's two calls): the named steps run, an earlier
   part's results in the same work dir stay, and a step neither part ran says why."""
   out, work = tmp_path / "check.json", tmp_path / "work"
   work.mkdir()
@@ -215,14 +215,14 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
   for dtype in ("float32", "bfloat16"):  # part 1's, on "the machine"
     write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
   (work / "plan_a5_flops.skipped").write_text("skipped: not in GPU_CHECK_STEPS\n")  # stale
-  write_step(work, "ablation_paper", 0)  # tools/option_ablation.py's JSON, merged as is
+  write_step(work, "ablation_paper", 0)  # tools/gpu/option_ablation.py's JSON, merged as is
   (work / "ablation_paper.json").write_text(json.dumps({"first": "defaults", "failed": {}}))
   write_step(work, "run", 0)  # an earlier part's smoke run: a later part keeps its workdir
   (work / "smoke").mkdir()
   (work / "smoke" / "results.csv").write_text("group,train_s,compile_s\ng0,3.5,1.0\n")
   env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable,
              GPU_CHECK_STEPS="plan_a5_flops")
-  p = subprocess.run(["bash", "tools/gpu_check.sh", str(out)], cwd=ROOT, env=env,
+  p = subprocess.run(["bash", "tools/gpu/gpu_check.sh", str(out)], cwd=ROOT, env=env,
                      capture_output=True, text=True, timeout=300)
   result = json.loads(out.read_text())
   steps = result["steps"]
@@ -236,9 +236,9 @@ def test_a_check_in_two_parts_keeps_the_first_parts_steps(tmp_path):
 
 
 def test_torch_paired_takes_each_pairs_own_best_torch():
-  """tools/torch_paired.py: the engine against the best PyTorch variant *of each pair*
+  """tools/bench/torch_paired.py: the engine against the best PyTorch variant *of each pair*
   (the machine's speed moves both sides of a pair alike), medians over pairs."""
-  import torch_paired  # tools/; imports no torch itself
+  import torch_paired  # tools/bench/; imports no torch itself
   rows = [dict(engine=90.0, **{"one model": 60.0}, eager=40.0, compile=45.0, func_vmap=60.0),
           dict(engine=45.0, **{"one model": 30.0}, eager=30.0, compile=20.0, func_vmap=25.0),
           dict(engine=100.0, **{"one model": 50.0}, eager=50.0, compile=80.0, func_vmap=40.0)]
@@ -251,10 +251,10 @@ def test_torch_paired_takes_each_pairs_own_best_torch():
 
 
 def test_the_determinism_probe_compares_runs_within_and_across_processes(monkeypatch):
-  """tools/determinism_probe.py's verdicts from its child processes' hashes: reproducible
+  """tools/gpu/determinism_probe.py's verdicts from its child processes' hashes: reproducible
   only if all four runs agree; a failing program is reported with its last lines."""
   import types
-  import determinism_probe as dp  # tools/
+  import determinism_probe as dp  # tools/gpu/
   outputs = []
 
   def fake_run(cmd, env, capture_output, text):

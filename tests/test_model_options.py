@@ -1,6 +1,6 @@
 """The study's model options: compute_dtype (bfloat16 matmuls, float32 where it matters),
 attention (einsum or jax.nn.dot_product_attention, padding-exact both) and remat (same
-numbers, less memory: tools/remat_memory.py)."""
+numbers, less memory: tools/bench/remat_memory.py)."""
 import jax
 import jax.extend.core as jex
 import jax.numpy as jnp
@@ -275,7 +275,7 @@ REMAT = [ModelSpec(3, 32, 4, seed=0, repeats=2), ModelSpec(2, 16, 2, seed=1, rep
 def test_remat_gives_the_same_losses_and_gradients_in_less_memory():
   """remat="block" recomputes each layer in the backward pass: same loss and gradients
   as without (the same operations; only fusion may round differently), and XLA's
-  compiled program holds fewer live intermediates (tools/remat_memory.py measures a
+  compiled program holds fewer live intermediates (tools/bench/remat_memory.py measures a
   representative group)."""
   task = tasks.make("khop", k=1)
   batch = task.sample(jax.random.key(3), 16, 8)

@@ -3,17 +3,17 @@
 # `depthscale bench --preset P` and tools/torch_baseline.py at the same preset (eager,
 # torch.compile, torch.func), the two in turn (which goes first alternates by round, so a
 # drift in the machine's speed favours neither), nothing else running. Each round's ratios
-# come from tools/versus_torch.py; the JSON holds every round and the median of each ratio.
-#   TORCH_PYTHON=~/.torchvenv/bin/python tools/cpu_vs_torch.sh [OUT.json] [PRESET] [ROUNDS]
+# come from tools/gpu/versus_torch.py; the JSON holds every round and the median of each ratio.
+#   TORCH_PYTHON=~/.torchvenv/bin/python tools/bench/cpu_vs_torch.sh [OUT.json] [PRESET] [ROUNDS]
 # PyTorch is not a dependency of the project: give it a venv of its own (../shared/SPEED.md).
-# On a machine whose speed drifts between the two sides' runs, tools/torch_paired.py times
+# On a machine whose speed drifts between the two sides' runs, tools/bench/torch_paired.py times
 # them turn by turn instead (the figure BUILD_NOTES quotes for issue 48 item 4).
 set -euo pipefail
 out=$(realpath -m "${1:-cpu_vs_torch.json}")
 preset=${2:-small}
 rounds=${3:-3}
 (( rounds >= 1 )) || { echo "cpu_vs_torch.sh: ROUNDS must be 1 or more, not $rounds" >&2; exit 2; }
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
 TORCH_PYTHON=${TORCH_PYTHON:-$HOME/.torchvenv/bin/python}
 work=$(mktemp -d /tmp/cpu_vs_torch.XXXXXX)
@@ -24,7 +24,7 @@ torch() {
 }
 for r in $(seq 1 "$rounds"); do
   if (( r % 2 )); then engine "$r"; torch "$r"; else torch "$r"; engine "$r"; fi
-  "$PYTHON" tools/versus_torch.py "$work/bench$r.json" "$work/torch$r.json" >"$work/ratio$r.json"
+  "$PYTHON" tools/gpu/versus_torch.py "$work/bench$r.json" "$work/torch$r.json" >"$work/ratio$r.json"
 done
 "$PYTHON" - "$out" "$work" "$rounds" <<'PY'
 import json, statistics, sys

@@ -2,7 +2,7 @@
 # The same sweep (quickstart smoke: 6 models, 300 steps, one padded group) on 1, 2, 4 and
 # 8 forced host devices; prints the group's training seconds (compile included) per count.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${1:-/tmp/device_scaling}
 rm -rf "$out"
 for n in 1 2 4 8; do

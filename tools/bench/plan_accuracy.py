@@ -2,7 +2,7 @@
 then `depthscale run` in a fresh workdir (sharing the probe cache), and per group the
 estimate (step_s x steps) over the measured training time (train_s, compile excluded),
 and the plan's memory over the run's compiled memory. Usage:
-  python tools/plan_accuracy.py OUT.json experiments/quickstart.py:smoke ...
+  python tools/bench/plan_accuracy.py OUT.json experiments/quickstart.py:smoke ...
 """
 import csv
 import json

@@ -2,7 +2,7 @@
 analysis (nothing runs): a group of 8 models, depth 8, width 256 (4 heads), sequence 64,
 batch 32, associative recall, via core.program.make_train_steps (the sweep's program).
 
-  .venv/bin/python tools/remat_memory.py [--depth 8 --width 256 --seq 64 --batch 32
+  .venv/bin/python tools/bench/remat_memory.py [--depth 8 --width 256 --seq 64 --batch 32
                                           --models 8 --compute-dtype float32 --repeats 1]
 
 Prints, per remat setting, XLA's temp (live intermediates), argument, output and

@@ -2,8 +2,8 @@
 the written-out LayerNorm and attention backward passes against JAX's autodiff of the same
 formulas (the code before them), at a bench preset's shape.
 
-  python tools/step_ablation.py [--preset small] [--rounds 3]
-  python tools/step_ablation.py --paired "sums as reductions" [--pairs 12]
+  python tools/bench/step_ablation.py [--preset small] [--rounds 3]
+  python tools/bench/step_ablation.py --paired "sums as reductions" [--pairs 12]
 
 Each round runs every variant in a fresh process (compile, warm up, then time the engine's
 dispatches of all the preset's models, and a one-model program's steps), variants in turn,

@@ -3,7 +3,7 @@ processes at once, then timed in turns of a few seconds each, so that a drift in
 machine's speed (1.7x within one cpu_vs_torch.sh run on the 2-core EPYC) lands on both
 sides of every pair alike.
 
-  TORCH_PYTHON=~/.torchvenv/bin/python .venv/bin/python tools/torch_paired.py \
+  TORCH_PYTHON=~/.torchvenv/bin/python .venv/bin/python tools/bench/torch_paired.py \
       [--preset small] [--pairs 15] [--json OUT.json]
 
 This process builds the engine (all the preset's models, one dispatch of engine_k steps,
@@ -38,7 +38,8 @@ def torch_worker(preset: str, models: int, steps: int, vmap_steps: int) -> None:
   `VARIANT` with the seconds of one timed chunk (`steps` steps of one model, or
   `vmap_steps` steps of all `models`), until `quit`."""
   import torch
-  import torch_baseline as tb  # tools/ is this script's directory: on sys.path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  import torch_baseline as tb  # tools/, this script's parent directory
   cfg = tb.PRESETS[preset]
   D, L, T, B = cfg["D"], cfg["L"], cfg["T"], cfg["B"]
   gen = torch.Generator().manual_seed(0)

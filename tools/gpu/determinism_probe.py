@@ -4,7 +4,7 @@ of XLA flags, and whether it runs at all: the question behind `depthscale run`'s
 attention failed on an H200 (BUILD_NOTES, the third GPU check) and `attention=auto` gives
 XLA's slower kernel instead.
 
-  python tools/determinism_probe.py [--attention cudnn] [--steps 20] [--json OUT.json]
+  python tools/gpu/determinism_probe.py [--attention cudnn] [--steps 20] [--json OUT.json]
 
 For each flag set (FLAG_SETS) two fresh processes (no compilation cache: each compiles and
 autotunes its own) each train the paper preset's shape at depth 2 (3 models, bf16, width

@@ -1,8 +1,8 @@
-"""Merge the steps of tools/gpu_check.sh into one JSON: each step's status (and its error
+"""Merge the steps of tools/gpu/gpu_check.sh into one JSON: each step's status (and its error
 text when it failed), what JAX sees, the bench targets, and the plan's estimate against
 the measured training time of the smoke study.
 
-  python tools/gpu_check.py WORK OUT.json [--quick 0|1]    (gpu_check.sh calls it)
+  python tools/gpu/gpu_check.py WORK OUT.json [--quick 0|1]    (gpu_check.sh calls it)
 
 Reads only WORK (the script's logs and outputs); imports nothing from depthscale, so it
 still reports what a broken install left. Exit status 1 when a step failed.
@@ -106,10 +106,10 @@ def paper_summary(bench: dict) -> dict:
 
 
 def versus(name: str, result: dict, torch_json: dict | None) -> None:
-  """result[name]["versus_torch"]: tools/versus_torch.py's ratios and the target."""
+  """result[name]["versus_torch"]: tools/gpu/versus_torch.py's ratios and the target."""
   if not isinstance(result.get(name), dict) or not torch_json:
     return
-  import versus_torch  # tools/, beside this file
+  import versus_torch  # tools/gpu/, beside this file
   r = versus_torch.ratios(result[name]["bench"], torch_json)
   target = TORCH_TARGETS[name]
   r.update(target=f">= {target:g} on a GPU", meets_target=(
@@ -202,7 +202,7 @@ def merge(work: str, quick: bool) -> dict:
   result["plan"] = load_json(steps["plan"], read(work, "plan.json"), "plan --json")
   plans = {n: load_json(steps[n], read(work, f"{n}.json"), f"{n} --json")
            for n in ("plan_a5", "plan_a5_flops", "plan_smoke_flops", "ablation_paper")}
-  result["ablation"] = plans["ablation_paper"]  # tools/option_ablation.py's JSON
+  result["ablation"] = plans["ablation_paper"]  # tools/gpu/option_ablation.py's JSON
   result["a5_plan"] = (a5_hours(plans["plan_a5"], plans["plan_a5_flops"])
                        if plans["plan_a5"] and plans["plan_a5_flops"] else None)
   result["smoke_plan"] = (flops_vs_probed(result["plan"], plans["plan_smoke_flops"])

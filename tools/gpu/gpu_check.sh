@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The one command to run on a lent GPU (or TPU) machine; writes ONE JSON:
-#   tools/gpu_check.sh [OUT.json]                  # default gpu_check.json
-#   GPU_CHECK_QUICK=1 tools/gpu_check.sh OUT.json  # CPU-sized, no benches (its test,
-#                                                   tests/test_gpu_check.py)
+#   tools/gpu/gpu_check.sh [OUT.json]                  # default gpu_check.json
+#   GPU_CHECK_QUICK=1 tools/gpu/gpu_check.sh OUT.json  # CPU-sized, no benches (its test,
+#                                                      tests/test_gpu_check.py)
 # Each engine bench is followed by tools/torch_baseline.py (the same model in PyTorch) at the
-# same shape, and the JSON holds each engine / best-torch ratio (tools/versus_torch.py).
+# same shape, and the JSON holds each engine / best-torch ratio (tools/gpu/versus_torch.py).
 # Steps, most important first, each with its own time limit in seconds (the whole check
 # ends within GPU_CHECK_DEADLINE, default 660 = 11 min, start-up aside: a step that would
 # start past it is skipped and says so; a step's limit is cut to the time left):
@@ -20,7 +20,7 @@
 #                                                 the defaults, under `run`'s settings: remat
 #                                                 block, and cuDNN attention (which failed
 #                                                 under deterministic ops on an H200)
-#                                                 (tools/option_ablation.py)
+#                                                 (tools/gpu/option_ablation.py)
 #   plan, run                           45 each   the quickstart smoke study, planned then run
 #   plan_smoke_flops                    20        `plan --device h100` of it
 #   bench_mixed                         (only with GPU_CHECK_MIXED=1) 120
@@ -33,7 +33,7 @@
 set -u
 out=$(realpath -m "${1:-gpu_check.json}")
 work=$(realpath -m "${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
@@ -46,7 +46,7 @@ mkdir -p "$work"
 export DEPTHSCALE_CACHE=${DEPTHSCALE_CACHE:-$work/cache}
 quick=${GPU_CHECK_QUICK:-0}
 cap=${GPU_CHECK_STEP_TIMEOUT:-100000}
-only=${GPU_CHECK_STEPS:-}  # names of the steps to run (default: all); tools/gpu_session.sh
+only=${GPU_CHECK_STEPS:-}  # names of the steps to run (default: all); tools/gpu/gpu_session.sh
 deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-660}))
 
 if [ "$quick" = 1 ]; then
@@ -126,7 +126,7 @@ else
   step bench_tiny 70 bench --preset tiny --models 256 --json "$work/bench_tiny.json"
   torch_step torch_tiny 60 tiny --models 256 --models-sequential 2 --steps 50 --repeats 2 \
     --variants eager,compile_ro,func_vmap
-  run_step ablation_paper 120 "${paper_cache[@]}" "$PYTHON" tools/option_ablation.py \
+  run_step ablation_paper 120 "${paper_cache[@]}" "$PYTHON" tools/gpu/option_ablation.py \
     --preset paper --rounds 3 --json "$work/ablation_paper.json" --variant defaults= \
     --variant "remat block=remat:block" --variant "cudnn=attention:cudnn"
 fi
@@ -147,4 +147,4 @@ other_part run || rm -rf "$work/smoke"  # an earlier part's run keeps its workdi
 step run 45 run --config experiments/quickstart.py:smoke --no-progress "${study[@]}" \
   --workdir "$work/smoke"
 
-"$PYTHON" tools/gpu_check.py "$work" "$out" --quick "$quick"
+"$PYTHON" tools/gpu/gpu_check.py "$work" "$out" --quick "$quick"

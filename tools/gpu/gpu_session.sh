@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Everything one lent GPU machine should run, as one command from the repo root, sized to
 # fit one call of at most 10 minutes (BUILD_NOTES, "The third GPU check"):
-#   tools/gpu_wheels.sh                     # here, once: the wheels the image lacks, in .whl/
-#   tools/gpu_session.sh PART [OUT_DIR]     # there: PART 1, 2, 3 or all; OUT_DIR: $OUT, else
+#   tools/gpu/gpu_wheels.sh                 # here, once: the wheels the image lacks, in .whl/
+#   tools/gpu/gpu_session.sh PART [OUT_DIR] # there: PART 1, 2, 3 or all; OUT_DIR: $OUT, else
 #                                           # ./gpu_session
 # On the machine it installs the carried wheels (.whl/: name it in the call's carry, an
 # ignored folder travels only so) and records the GPU and the versions (env.txt). Part 1
 # runs the GPU-only tests (pytest_gpu.txt) and gpu_check's paper, a5_depth and medium steps
 # (about 400 s); part 2, called right after it on the same machine, first
-# tools/determinism_probe.py (whether training repeats bit for bit without `run`'s
+# tools/gpu/determinism_probe.py (whether training repeats bit for bit without `run`'s
 # deterministic-ops flag, with cuDNN attention: about 70 s, at most 150; determinism.json
 # and .txt), then the paper shape's option ablation and the smoke study (about 140 s);
 # part 3, if device time is left, the tiny pair (about 110 s; its target was met on
 # 2026-11-27, 64f8b1a). Each later part merges the earlier parts' steps (one check work dir).
 # `all` runs every gpu_check step in one go (about 10 minutes; no determinism probe).
-# Each part runs tools/gpu_check.sh with python3 (the image's jax for CUDA) under
+# Each part runs tools/gpu/gpu_check.sh with python3 (the image's jax for CUDA) under
 # GPU_CHECK_DEADLINE (default 480 s a part), writes gpu_check.json and gpu_check.log, and
 # packs the check's logs and JSONs into gc.tgz (7 files: the device tool returns at most 8).
 set -u
@@ -25,16 +25,19 @@ case "$part" in
   2) steps="ablation_paper plan plan_smoke_flops run" ;;
   3) steps="bench_tiny torch_tiny" ;;
   all) steps="" ;;
-  *) echo "usage: tools/gpu_session.sh 1|2|3|all [OUT_DIR]"; exit 2 ;;
+  *) echo "usage: tools/gpu/gpu_session.sh 1|2|3|all [OUT_DIR]"; exit 2 ;;
 esac
 out=$(realpath -m "${2:-${OUT:-gpu_session}}")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mkdir -p "$out"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || { echo "gpu_session: the wheels in .whl/ did not install"; exit 1; }
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# The repo on the path: `python3 tools/gpu/determinism_probe.py` (and its children) import
+# depthscale, which the image does not hold (gpu_check.sh adds it for its own steps).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-disabled}
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
@@ -54,13 +57,13 @@ if [ "$part" = 1 ] || [ "$part" = all ]; then
   rm -rf "$work"
 fi
 if [ "$part" = 2 ]; then  # can run drop its flag and keep cuDNN?
-  timeout 150 python3 tools/determinism_probe.py --json "$out/determinism.json" \
+  timeout 150 python3 tools/gpu/determinism_probe.py --json "$out/determinism.json" \
     >"$out/determinism.txt" 2>&1
   echo "determinism probe exit status $?" >>"$out/determinism.txt"
 fi
 GPU_CHECK_STEPS=$steps PYTHON=python3 GPU_CHECK_WORK=$work \
   GPU_CHECK_DEADLINE=${GPU_CHECK_DEADLINE:-$([ "$part" = all ] && echo 600 || echo 480)} \
-  tools/gpu_check.sh "$out/gpu_check.json" >"$out/gpu_check.log" 2>&1
+  tools/gpu/gpu_check.sh "$out/gpu_check.json" >"$out/gpu_check.log" 2>&1
 status=$?
 tar czf "$out/gc.tgz" --exclude=cache --exclude=paper-cache --exclude=checkpoints \
   -C "$(dirname "$work")" "$(basename "$work")"
@@ -69,7 +72,7 @@ cat "$out/env.txt"
 tail -30 "$out/gpu_check.log"
 [ -e "$out/determinism.txt" ] && tail -4 "$out/determinism.txt"
 if [ -s "$work/ablation_paper.json" ]; then  # the option ablation's table, as it printed it
-  python3 -c "import json, sys; sys.path.insert(0, 'tools'); import option_ablation as o; \
+  python3 -c "import json, sys; sys.path.insert(0, 'tools/gpu'); import option_ablation as o; \
 print(o.table(json.load(open(sys.argv[1]))))" "$work/ablation_paper.json"
 fi
 exit $status

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The wheels a GPU machine's image lacks (it has jax for CUDA, flax, optax, orbax, chex and
 # torch, and no network), at requirements.lock's versions, into .whl/ (git-ignored) for
-# tools/gpu_session.sh to install there. Run here, where pip reaches the index:
-#   tools/gpu_wheels.sh [PYTHON_VERSION]     # default 3.12, the image's
+# tools/gpu/gpu_session.sh to install there. Run here, where pip reaches the index:
+#   tools/gpu/gpu_wheels.sh [PYTHON_VERSION] # default 3.12, the image's
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 pins=()
 for name in ml-collections submitit; do
   pin=$(grep -i "^$name==" requirements.lock) || { echo "gpu_wheels: $name not in requirements.lock"; exit 1; }

@@ -1,7 +1,7 @@
 """The one model's options (attention kernel, remat, unrolling) against each other on this
 device, in one process: issue 48's ablation of the GPU defaults at a bench preset's shape.
 
-  python tools/option_ablation.py [--preset paper] [--rounds 5] [--json OUT.json]
+  python tools/gpu/option_ablation.py [--preset paper] [--rounds 5] [--json OUT.json]
       [--variant "name=option:value,option:value" ...] [--depth N] [--dtype float32]
 
 Every variant's engine (all the preset's models in one program, engine_k steps a dispatch,

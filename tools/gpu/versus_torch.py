@@ -2,7 +2,7 @@
 tools/torch_baseline.py --json (the same model in PyTorch), measured one after the other on
 one machine. Model-steps per second only (the two count FLOPs differently).
 
-  python tools/versus_torch.py BENCH.json TORCH.json      prints the ratios as JSON
+  python tools/gpu/versus_torch.py BENCH.json TORCH.json  prints the ratios as JSON
 
 - engine_over_best_torch: the engine's rate over the best PyTorch variant (eager,
   torch.compile, reduce-overhead, torch.func vmap), whichever that was;
@@ -40,7 +40,7 @@ def ratios(bench: dict, torch: dict) -> dict:
 def main(argv=None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   if len(argv) != 2:
-    sys.exit("usage: python tools/versus_torch.py BENCH.json TORCH.json")
+    sys.exit("usage: python tools/gpu/versus_torch.py BENCH.json TORCH.json")
   with open(argv[0]) as f, open(argv[1]) as g:
     print(json.dumps(ratios(json.load(f), json.load(g)), indent=2))
   return 0
