@@ -107,6 +107,12 @@ def workdir_of_another_study(tmp_path, _mp):
   return {}
 
 
+def workdir_of_a_grid_study(tmp_path, _mp):
+  """The smoke study's workdir as a grid (its design is part of the workdir's identity)."""
+  study_lib.claim_workdir(study_lib.resolve(config.load(SMOKE)), str(tmp_path / "w"))
+  return {}
+
+
 def workdir_with_group_file(text):
   def setup(tmp_path, _mp):
     study_lib.claim_workdir(study_lib.resolve(config.load(SMOKE)), str(tmp_path / "w"))
@@ -195,6 +201,27 @@ ROWS = [
     ("halving over a setting split in two groups", [
         "--config.train.stop=halving", "--config.grid.lr=[0.001,0.003]",
         "--config.plan.max_models_per_group=1"], ["halving", "plan.max_models_per_group"]),
+    ("unknown design kind", ["--config.design.kind=greedy"], ["design.kind", "grid, adaptive"]),
+    ("adaptive design with no law to fit", ["--config.design.kind=adaptive",
+                                             "--config.grid.depth=[2]"],
+     ["design.kind=adaptive", "grid.depth", "at least 2 depths"]),
+    ("adaptive design over two widths", ["--config.design.kind=adaptive",
+                                         "--config.grid.width=[32, 64]"],
+     ["design.kind=adaptive", "grid.width", "give one"]),
+    ("design budget below its first round", ["--config.design.kind=adaptive",
+                                             "--config.grid.seed=[0, 1, 2, 3]",
+                                             "--config.design.budget=0.2"],
+     ["design.budget", "first round's 0.50"]),
+    ("design first round off the grid", ["--config.design.kind=adaptive",
+                                         "--config.design.first=[1, 7]"],
+     ["design.first", "7", "grid.depth"]),
+    ("design max_seeds below the grid's", ["--config.design.kind=adaptive",
+                                           "--config.grid.seed=[0, 1, 2]",
+                                           "--config.design.max_seeds=2"],
+     ["design.max_seeds", "grid's 3 seeds"]),
+    ("design changed under trained models", ["--config.design.kind=adaptive",
+                                             "--config.design.budget=1.0"],
+     ["different study", "design"], lambda *_: workdir_of_a_grid_study(*_)),
     ("solved on a loss-measured task", ["--config.train.stop=solved"],
      ["train.stop", "loss", "plateau"],
      lambda *_: {"config": "experiments/retrieval_layers.py:smoke"}),

@@ -139,9 +139,14 @@ def read_plan(workdir: str) -> dict | None:
 
 
 def plan_groups(workdir: str) -> dict[str, list[str]] | None:
-  """{group id: its models' keys} of plan.json, in the plan's order (None: no plan)."""
+  """{group id: its models' keys} of plan.json and an adaptive design's rounds after it
+  (io/design_files.py), in the plan's order (None: no plan)."""
+  from depthscale.io import design_files
   data = read_plan(workdir)
-  return None if data is None else {g["id"]: list(g["cells"]) for g in data["groups"]}
+  if data is None:
+    return None
+  return {**{g["id"]: list(g["cells"]) for g in data["groups"]},
+          **design_files.round_groups(workdir)}
 
 
 def write_plan_once(workdir: str, text: str) -> bool:

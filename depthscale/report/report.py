@@ -11,7 +11,7 @@ import os
 import sys
 
 from depthscale.errors import UserError
-from depthscale.io import atomic
+from depthscale.io import atomic, design_files
 from depthscale.io import workdir as workdir_lib
 from depthscale.report import claims as claims_lib
 from depthscale.report import fits, plots, sections
@@ -218,6 +218,7 @@ def build_report(workdir: str) -> str:
   md += sections.losses(rows) + sections.lengths(rows) + sections.partials(groups)
   md += sections.level_errors(rows, rep.get("paper_table") or {})
   md += sections.companions(rows, others) + _levels_section(rows)
+  md += sections.design_rounds(design_files.read_rounds(workdir))
   md += ["", "## Plots", ""]
   for fname, skipped in figs.items():
     title = fname[:-4].replace("_", " ")

@@ -155,3 +155,27 @@ def companions(rows, others: dict[str, list[dict]], measure: str = "n_star") -> 
              "model has the parameters of one block.", ""]
             + table(["effective depth", "this study", name], body) + [""])
   return out
+
+
+def design_rounds(rounds: list[dict]) -> list[str]:
+  """An adaptive design's decisions (design/round-<k>.json): per round the compute spent
+  before it (a share of the grid's), the slope and interval it decided from, and the
+  models it chose with their scores (or why it stopped)."""
+  if not rounds:
+    return []
+  out = ["## Adaptive design", "", "Each decision was made at a round barrier from the "
+         "results recorded then; scores are the expected shrink of the slope's variance per "
+         "unit of compute (`variance`), or a pick kept for depths with few seeds or far from "
+         "the line. The slope is the design's own fit (every model a point, censored models "
+         "as lower bounds; BUILD_NOTES.md, Adaptive design).", ""]
+  body = []
+  for r in rounds:
+    f = r["fit"]
+    ci = f.get("ci95") or [None, None]
+    slope = "–" if f.get("slope") is None else (
+        f"{f['slope']:.3g} [{fmt(ci[0])}, {fmt(ci[1])}]")
+    chose = (f"stop ({r['stop']})" if r["stop"] else
+             "; ".join(f"depth {p['depth']} seed {p['seed']} ({p['why']} {p['score']:.3g})"
+                       for p in r["picks"]))
+    body.append([r["round"], f"{100 * r['spent']:.0f}%", slope, chose])
+  return out + table(["decision", "compute spent", "slope [95% CI]", "chosen"], body) + [""]

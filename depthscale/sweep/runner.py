@@ -18,11 +18,11 @@ import sys
 import threading
 import time
 
-from depthscale.io import leases, trackers
+from depthscale.io import design_files, leases, trackers
 from depthscale.io import workdir as workdir_lib
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.io.leases import Lease, LeaseLost
-from depthscale.sweep import plan, plan_file, probe, study as study_lib, tracking
+from depthscale.sweep import design_rounds, plan, plan_file, probe, study as study_lib, tracking
 from depthscale.sweep.group_run import GroupRun, Hooks, Interrupted
 
 
@@ -123,9 +123,7 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   study.start_jax()
   study_lib.claim_workdir(study, workdir, write=False)  # another study: refused first
   devs = list(devices or jax.local_devices())
-  planned = plan_file.fitted(study, workdir, devs)  # the memory fit, before any write
-  study_lib.claim_workdir(study, workdir)
-  groups = plan_file.freeze_plan(study, workdir, devs, planned)
+  groups = _freeze(study, workdir, devs)
   workdir_lib.say_ignored(workdir_lib.read_groups(workdir)[1])  # never counted
   size = len(plan.share_of(devs, groups))
   shares = [devs[i:i + size] for i in range(0, len(devs), size)]
@@ -143,13 +141,18 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
   trained = []
 
   def serve(share):
-    """One share's loop: pull a group, train it on the share's devices, write it."""
-    while (got := pull(workdir, c, order, stop, exit_when_idle, min(5.0, c.lease_s / 4))):
-      if train_one(study, workdir, *got, share, tracker, stop, progress):
-        trained.append(got[0].id)
-        if report:
-          with summary:
-            tracking.refresh_summary(workdir, tracker)
+    """One share's loop: pull a group, train it on the share's devices, write it; an
+    adaptive design's next round at each barrier, until it stops."""
+    while True:
+      while (got := pull(workdir, c, order, stop, exit_when_idle, min(5.0, c.lease_s / 4))):
+        if train_one(study, workdir, *got, share, tracker, stop, progress):
+          trained.append(got[0].id)
+          if report:
+            with summary:
+              tracking.refresh_summary(workdir, tracker)
+      if not design_rounds.is_adaptive(study) or not barrier(study, workdir, order, stop,
+                                                              exit_when_idle, summary):
+        return
 
   try:
     if len(shares) == 1:
@@ -178,6 +181,8 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
         stop.hand_over()
   finally:
     stop.uninstall()  # Ctrl-C is KeyboardInterrupt again after the run
+  if trained and report and design_rounds.is_adaptive(study):
+    tracking.refresh_summary(workdir, tracker)  # with the decision that stopped the design
   rows = workdir_lib.merge_results(workdir)
   if trained and report:
     wall = time.perf_counter() - wall0
@@ -185,6 +190,43 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
           f"{wall:.1f} s ({100 * tracker.seconds / wall:.1f}%); report: "
           f"{os.path.join(workdir, 'report.md')}", file=sys.stderr)
   return rows
+
+
+def _freeze(study, workdir, devs) -> list[plan.Group]:
+  """The workdir claimed and its plan frozen (an adaptive design's first round); every
+  group so far (the rounds decided too)."""
+  first = design_rounds.first_study(study)  # a grid: the study itself
+  planned = plan_file.fitted(first, workdir, devs)  # the memory fit, before any write
+  study_lib.claim_workdir(study, workdir)
+  plan_file.freeze_plan(first, workdir, devs, planned)
+  return design_rounds.all_groups(study, workdir)
+
+
+def barrier(study, workdir, order, stop, exit_when_idle, lock) -> bool:
+  """At an adaptive design's round barrier: the next round decided (once, by whichever
+  worker gets here first) and its groups added to `order`; False once the design stops
+  (or, with exit_when_idle, while other workers still train the round)."""
+  while True:
+    with lock:  # the shares of this worker decide one at a time
+      groups = design_rounds.all_groups(study, workdir)
+      if all(workdir_lib.is_done(workdir, g.id) for g in groups):
+        state, wrote = design_rounds.advance(study, workdir,
+                                             workdir_lib.merge_results(workdir))
+        groups = design_rounds.all_groups(study, workdir)
+        order[:] = plan.largest_first(study, groups)
+        if wrote:
+          rec = design_files.read_rounds(workdir)[wrote - 1]
+          print(f"depthscale: design decision {wrote}: " + (
+              f"stop ({rec['stop']})" if rec["stop"] else
+              f"{len(rec['picks'])} models at depths "
+              f"{', '.join(str(p['depth']) for p in rec['picks'])}"), file=sys.stderr)
+        return state != "stopped"
+    if exit_when_idle:
+      return False
+    for _ in range(10):
+      if stop.set:
+        raise Stopped()
+      time.sleep(0.2)
 
 
 class WorkerHooks(Hooks):

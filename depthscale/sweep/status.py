@@ -16,7 +16,7 @@ import time
 from depthscale.io import leases
 from depthscale.io import workdir as workdir_lib
 from depthscale.report import fits
-from depthscale.sweep import plan, plan_file, study as study_lib
+from depthscale.sweep import design_rounds, plan, study as study_lib
 
 
 def status(workdir: str, now: float | None = None) -> dict:
@@ -24,9 +24,9 @@ def status(workdir: str, now: float | None = None) -> dict:
   workdir_lib.check_contents(workdir)  # damaged files: one line, before reading them
   c = study.config
   if workdir_lib.read_plan(workdir) is not None:  # the plan its workers share
-    groups = plan_file.load_plan(study, workdir)
+    groups = design_rounds.all_groups(study, workdir)
   else:
-    groups = plan.make_plan(study)
+    groups = plan.make_plan(design_rounds.first_study(study))
   now = time.time() if now is None else now
   lease_s = c.lease_s
   out, stopping = [], c.train.stop != "none" or c.train.slots > 0
@@ -60,7 +60,9 @@ def status(workdir: str, now: float | None = None) -> dict:
     done = [r for r in out if r["state"] == "done"]
     saved = dict(trained=sum(r["trained"] for r in done), budget=sum(r["budget"] for r in done))
   return dict(workdir=workdir, study=c.name, lease_s=lease_s, groups=out, counts=counts,
-              progress=trained / total if total else 1.0, model_steps=saved)
+              progress=trained / total if total else 1.0, model_steps=saved,
+              design=design_rounds.status(study, workdir) if design_rounds.is_adaptive(study)
+              else None)
 
 
 def _dur(s) -> str:
@@ -79,6 +81,8 @@ def format_status(report: dict) -> str:
     t, b = report["model_steps"]["trained"], report["model_steps"]["budget"]
     lines.append(f"  finished groups: {t} model-steps trained of a {b} budget, {b - t} "
                  f"({100 * (b - t) / b:.0f}%) saved by stopping")
+  if report.get("design"):
+    lines.append(design_line(report["design"], report["counts"]))
   for r in report["groups"]:
     line = f"  {r['id']:28s} {r['models']:3d} models  {r['state']:8s}"
     if r["state"] in ("running", "stale"):
@@ -94,3 +98,25 @@ def format_status(report: dict) -> str:
       line += f" resumes from step {r['checkpoint_step']}"
     lines.append(line)
   return "\n".join(lines)
+
+
+def design_line(d: dict, counts: dict) -> str:
+  """An adaptive design's state: the interval now and its target, compute spent of the
+  budget, models chosen and pending."""
+  fit = d.get("fit") or {}
+  ci = fit.get("ci95") or [None, None]
+  now = (f"slope {fit['slope']:.3g}, 95% interval [{_f(ci[0])}, {_f(ci[1])}] "
+         f"(width {_f(fit.get('rel_width'))} of the slope)" if fit.get("slope") is not None
+         else "no slope yet")
+  target = f"target {d['target']:g}" if d["target"] else "no interval target"
+  spent = f"{100 * d['spent']:.0f}%" if d["spent"] is not None else "the first round's"
+  state = (f"stopped ({d['stop']}) after {d['rounds']} decision(s)" if d["stop"] else
+           f"round {d['rounds'] + 1} after {d['rounds']} decision(s)")
+  return (f"  design: adaptive, {state}: {now}, {target}; compute {spent} of the grid's "
+          f"spent, budget "
+          f"{100 * d['budget']:.0f}%; {d['chosen']} models chosen, "
+          f"{counts['pending'] + counts['running'] + counts['stale']} group(s) pending")
+
+
+def _f(v) -> str:
+  return "-" if v is None else f"{v:.3g}"
