@@ -11,6 +11,7 @@ the report; `depthscale report WORKDIR` rebuilds it at any time.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -73,11 +74,18 @@ def _main(argv) -> int:
   check_bounds(args)
   overrides = config_overrides(extras)
   from depthscale.io import workdir as workdir_lib
-  from depthscale.sweep import plan, study as study_lib
+  from depthscale.sweep import design_rounds, plan, study as study_lib
   study = study_lib.resolve(config_lib.load(args.config, overrides))
   c, groups = study.config, plan.make_plan(study)
   count = args.tasks or len(groups)
   order = plan.largest_first(study, groups)
+  if design_rounds.is_adaptive(study):  # the first round's groups, then a round at a time
+    first = plan.make_plan(design_rounds.first_study(study))
+    count = args.tasks or max(len(first), math.ceil(c.design.budget * len(groups)))
+    order = plan.largest_first(study, first)
+    print(f"{c.name}: adaptive design: {len(first)} first-round groups of the grid's "
+          f"{len(groups)}; the array sized by the budget ({c.design.budget:g} of the grid): "
+          "its tasks pull each round's groups and wait at its barrier until the design stops")
   workdir = os.path.abspath(args.workdir)
   workdir_lib.check(workdir)  # a file, unwritable, damaged: refused before anything
   study_lib.claim_workdir(study, workdir, write=not args.dry_run)  # another study: refused

@@ -121,6 +121,27 @@ def summarize(runs: list[list[dict]]) -> dict:
   return out
 
 
+def replay_share(name: str = POOL) -> float | None:
+  """The adaptive rule's share_to_grid in the recorded replay (data/<pool>_replay.json,
+  written by `depthscale bench --preset design --json ...`), or None if none is kept."""
+  path = os.path.join(DATA, f"{name}_replay.json")
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    return float(json.load(f)["rules"]["adaptive"]["share_to_grid"])
+
+
+def plan_line(grid_s: float, budget: float) -> str:
+  """`plan`'s line for an adaptive study: the grid's training hours, its budget's, and
+  what the replay's adaptive rule needed to match the grid's slope error."""
+  hours, share = grid_s / 3600, replay_share()
+  seen = (f"; in the replay (bench --preset design) the adaptive rule matched the full "
+          f"grid's slope error at {share:.2f} of its compute: about {share * hours:.3g} h"
+          if share is not None else "")
+  return (f"adaptive design: the grid above trains in {hours:.3g} h; the design spends at "
+          f"most its budget, {budget:g} of it ({budget * hours:.3g} h){seen}")
+
+
 def design_summary(result: dict) -> str:
   parts = []
   for name, r in result["rules"].items():
