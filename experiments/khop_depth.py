@@ -9,7 +9,7 @@ Theory: 2 + ceil(log2 k) layers suffice.
 Stopping rule: none (train.stop), at every size: on `cpu` with 4 seeds, plateau (every 200,
 patience 5) stopped depths 1-2 early and moved the depth fit's slope out of the static
 run's 95% interval (BUILD_NOTES.md, Static vs continuous). The held-out n* of depths 1-3
-still rises at step 4000 (tools/stopping_trace.py): only patience >= 10 or `solved` keep
+still rises at step 4000 (tools/stopping_trace.py, retired after 40f3d78): only patience >= 10 or `solved` keep
 every depth's best n*, and they save 12-14% of the layer-steps; not worth moving the
 recorded figures (a rebuilt program rounds differently in float32).
 `grow`: a model that solves every position of the grid's length grows to 2x and 4x it

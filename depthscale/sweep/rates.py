@@ -2,7 +2,7 @@
 without one): the engine's own programs as measured on that device, kept here, not a
 flat fraction of the datasheet peak. BUILD_NOTES ("Measured rates for the planner") has
 each figure's command and the code it measured; a probe of new code on a GPU replaces
-them (tools/gpu_check.sh prints what to write here).
+them (tools/gpu/gpu_check.sh prints what to write here).
 
 A group's seconds per step = max(floor, FLOPs / (table peak x fraction)): `fraction` is
 the achieved fraction of the table's peak of the nearest measured shape class (the same
