@@ -28,6 +28,10 @@ def add(c: ml_collections.ConfigDict) -> None:
   field(c, "model.attention", "auto", f"the attention kernel: {one_of(t.ATTENTIONS)}{how}")
   field(c, "model.remat", "auto", f"what the backward pass recomputes: {one_of(t.REMATS)}{how}")
   field(c, "model.unroll", "auto", f"the layer stack's scan: {one_of(t.UNROLLS)}{how}")
+  field(c, "model.gelu", "xla", f"what the MLP's GELU keeps for the backward pass: "
+        f"{one_of(t.GELUS)} (xla: autodiff's intermediates; recompute: only its input, the "
+        "derivative recomputed from it); how the one model is computed (the same function "
+        "and gradients), so a workdir may be rerun with another")
 
 
 def check(c, widths) -> None:
@@ -51,3 +55,4 @@ def check(c, widths) -> None:
   choice(c, "model.attention", transformer.ATTENTIONS)
   choice(c, "model.remat", transformer.REMATS)
   choice(c, "model.unroll", transformer.UNROLLS)
+  choice(c, "model.gelu", transformer.GELUS)

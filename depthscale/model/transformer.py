@@ -6,7 +6,7 @@ zero-padded parameter tree compute exactly what the true-shape model computes.
 Options: a compute dtype (bfloat16 matmuls; softmax, norms, rotary angles and outputs
 stay in `dtype`), and how the same function is computed: the attention kernel,
 rematerialised layers and the unrolled layer stack, each `auto` by default (the fastest
-measured on the device it runs on).
+measured on the device it runs on), and what the MLP's GELU keeps for the backward pass.
 Written for one model; never imports core/, sweep/ or tasks/.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from depthscale.model.attention import ATTENTIONS, attention_impl, causal_attention  # noqa: F401
+from depthscale.model.gelu import GELUS, gelu  # noqa: F401
 from depthscale.model.layer_norm import LayerNorm, masked_layer_norm  # noqa: F401
 
 
@@ -30,6 +31,7 @@ COMPUTE_DTYPES = ("float32", "bfloat16")      # compute_dtype: matmuls (float32:
 REMATS = ("none", "block", "auto")            # remat: what the backward pass recomputes
                                               # (remat_policy)
 UNROLLS = ("none", "full", "auto")            # unroll: the layer stack's scan (unroll_layers)
+# gelu: GELUS, what the MLP's GELU keeps for the backward pass (model/gelu.py)
 ACCELERATORS = ("gpu", "tpu")                 # where `auto` picks the accelerator's settings
 
 
@@ -59,6 +61,8 @@ class ModelConfig:
   remat: str = "auto"            # none | block (each layer recomputed in the backward pass)
                                  # | auto
   unroll: str = "auto"           # none (a rolled scan) | full (every layer unrolled) | auto
+  gelu: str = "xla"              # xla (autodiff keeps its intermediates) | recompute (keeps
+                                 # only its input; the backward recomputes the derivative)
 
   def __post_init__(self):
     if self.compute_dtype == "float32":  # what a config writes for "no reduced precision"
@@ -158,7 +162,7 @@ class Block(nn.Module):
                                attention_impl(cfg.attention, q_TxHxK.dtype, k))
     x_TxD = x_TxD + on * nn.DenseGeneral(d, axis=(-2, -1), kernel_init=init, **dt, name="o")(o_TxHxK)
     y = LayerNorm(cfg.dtype, name="ln2")(x_TxD, arch.width_mask_D)
-    y = nn.gelu(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, **dt, name="mlp_in")(y))
+    y = gelu(cfg.gelu)(nn.Dense(cfg.mlp_ratio * d, kernel_init=init, **dt, name="mlp_in")(y))
     x_TxD = x_TxD + on * nn.Dense(d, kernel_init=init, **dt, name="mlp_out")(y)
     return x_TxD
 

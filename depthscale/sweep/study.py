@@ -100,7 +100,8 @@ class Study:
     (if any) wins."""
     m = self.config.model
     return dict(pos=m.pos, mlp_ratio=m.mlp_ratio, dtype=m.dtype, compute_dtype=m.compute_dtype,
-                attention=m.attention, remat=(g and g.remat) or m.remat, unroll=m.unroll)
+                attention=m.attention, remat=(g and g.remat) or m.remat, unroll=m.unroll,
+                gelu=m.gelu)
 
   def start_jax(self) -> None:
     """JAX settings every program of the study is compiled under (run and plan alike)."""
@@ -182,7 +183,7 @@ def split_cpu(count: int) -> None:
 
 # The model options that say how the one model is computed, not which model: the memory
 # fit changes remat per group as it is; a rerun may choose other kernels.
-HOW_COMPUTED = ("attention", "remat", "unroll")
+HOW_COMPUTED = ("attention", "remat", "unroll", "gelu")
 TRAIN_HOW_COMPUTED = ("length_buckets",)  # the same batches, cut: a step's positions
 
 

@@ -1,5 +1,6 @@
-"""The one model's options (attention kernel, remat, unrolling) against each other on this
-device, in one process: issue 48's ablation of the GPU defaults at a bench preset's shape.
+"""The one model's options (attention kernel, remat, unrolling, the GELU's backward)
+against each other on this device, in one process: issue 48's ablation of the GPU
+defaults at a bench preset's shape (and issue 60's gelu=recompute against xla).
 
   python tools/gpu/option_ablation.py [--preset paper] [--rounds 5] [--json OUT.json]
       [--variant "name=option:value,option:value" ...] [--depth N] [--dtype float32]
@@ -24,7 +25,8 @@ import time
 DEFAULT_VARIANTS = ("defaults=", "remat block=remat:block", "remat none=remat:none",
                     "dot_product=attention:dot_product", "cudnn=attention:cudnn",
                     "einsum=attention:einsum", "rolled=unroll:none",
-                    "remat none + dot_product=remat:none,attention:dot_product")
+                    "remat none + dot_product=remat:none,attention:dot_product",
+                    "gelu recompute=gelu:recompute")
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -34,7 +36,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
     raise SystemExit(f"--variant must be NAME=OPTION:VALUE[,OPTION:VALUE], got {text!r}")
   from depthscale.model import transformer
   valid = {"attention": transformer.ATTENTIONS, "remat": transformer.REMATS,
-           "unroll": transformer.UNROLLS}
+           "unroll": transformer.UNROLLS, "gelu": transformer.GELUS}
   options = {}
   for item in filter(None, (s.strip() for s in spec.split(","))):
     key, sep, value = item.partition(":")
@@ -71,7 +73,8 @@ def ablate(preset: str, rounds: int, variants: list[tuple[str, dict]], log=print
                                             p.width // p.heads),
                 "remat": remat_policy(options.get("remat", "auto")),
                 "unroll": "full" if unroll_layers(options.get("unroll", "auto"), p.depth,
-                                                   options.get("remat", "auto")) else "none"}
+                                                   options.get("remat", "auto")) else "none",
+                "gelu": options.get("gelu", "xla")}
     t0 = time.perf_counter()
     try:  # a kernel the device cannot run is a finding of its own (cuDNN under determinism)
       prog = engine_program(task, p, specs, devs, p.chunk_on(devs[0].platform), p.dtype,
