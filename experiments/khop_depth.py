@@ -12,6 +12,9 @@ run's 95% interval (BUILD_NOTES.md, Static vs continuous). The held-out n* of de
 still rises at step 4000 (tools/stopping_trace.py, retired after 40f3d78): only patience >= 10 or `solved` keep
 every depth's best n*, and they save 12-14% of the layer-steps; not worth moving the
 recorded figures (a rebuilt program rounds differently in float32).
+`adaptive` (with `cpu,grow`): depths 1-5, grid.seed 0-3, 2000 steps, design.kind=adaptive:
+the replay pool's settings (bench/data/khop_pool.json), seeds placed where the depth law's
+interval is widest, up to design.budget of the grid's compute (BUILD_NOTES, Adaptive design).
 `grow`: a model that solves every position of the grid's length grows to 2x and 4x it
 (train.length_max), so that depth 4's n* (24 = the length on `cpu`) is measured, not
 censored (BUILD_NOTES.md, "Lengths per stage and growth").
@@ -34,7 +37,7 @@ def claims(k_max: int) -> list[dict]:
 
 
 def get_config(arg=None):
-  args = config.study_args(arg, ("cpu", "smoke", "grow"))
+  args = config.study_args(arg, ("cpu", "smoke", "grow", "adaptive"))
   c = config.defaults()
   c.name = "khop_depth"
   c.task, c.task_options = "khop", {"k": None, "k_max": 16, "alphabet": 4}
@@ -58,4 +61,8 @@ def get_config(arg=None):
   c = config.smoke(c, length=24) if "smoke" in args else c
   if "grow" in args:
     c.train.length_max = 4 * max(c.grid.length)
+  if "adaptive" in args:  # with cpu,grow: the design benchmark's pool, placed adaptively
+    c.grid.update(dict(depth=[1, 2, 3, 4, 5], seed=[0, 1, 2, 3]))
+    c.train.steps = 2000
+    c.design.kind = "adaptive"
   return c

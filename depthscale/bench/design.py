@@ -93,9 +93,61 @@ def run_design(replays: int = REPLAYS, log: Callable[[str], None] = print,
     r["share_to_grid"] = next((sh for sh in SHARES if r["rmse_all"][str(sh)] <= grid_rmse),
                               1.0)
   n_cens = sum(sum(cc) for cc in pool.censored)
-  return dict(pool=dict(meta, models=len(every), censored=n_cens, depths=pool.x),
-              truth=dict(slope=truth["slope"], ci95=truth["ci95"], verdicts=truth_v),
-              replays=replays, grid_seeds=GRID_SEEDS, settings=vars(s), rules=rules)
+  out = dict(pool=dict(meta, models=len(every), censored=n_cens, depths=pool.x),
+             truth=dict(slope=truth["slope"], ci95=truth["ci95"], verdicts=truth_v),
+             replays=replays, grid_seeds=GRID_SEEDS, settings=vars(s), rules=rules)
+  for line in table(out):
+    log(line)
+  return out
+
+
+def run_preset(log) -> dict:
+  """The preset: the replay, its table, and its plot where the command runs (PLOT)."""
+  out = run_design(log=log)
+  out["plot"] = plot(out, os.path.abspath(PLOT))
+  log(f"bench design: plot {out['plot']}")
+  return out
+
+
+PLOT = "design_replay.png"  # written where the command runs
+
+
+def table(result: dict) -> list[str]:
+  """Per rule and share: rmse, coverage, verdicts, median half width of the interval."""
+  out = [f"truth (the pool's slope): {result['truth']['slope']:.4f}; {result['replays']} "
+         f"replays of {result['grid_seeds']} grid seeds per depth",
+         f"{'rule':11s} {'share':>5s} {'rmse':>7s} {'coverage':>8s} {'verdicts':>8s} "
+         f"{'half CI':>8s}  grid's error at"]
+  for name, r in result["rules"].items():
+    for k in r["rmse_by_share"]:
+      out.append(f"{name:11s} {float(k):5.2f} {r['rmse_by_share'][k]:7.4f} "
+                 f"{r['coverage_by_share'][k]:8.3f} {r['verdicts_by_share'][k]:8.3f} "
+                 f"{r['half_width_by_share'][k]:8.4f}  {r['share_to_grid']:.2f}")
+  return out
+
+
+def plot(result: dict, path: str) -> str:
+  """Each rule's slope error (rmse over replays) and median interval half width against
+  the share of the grid's compute spent."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+  fig = Figure(figsize=(6.4, 4))
+  FigureCanvasAgg(fig)
+  ax = fig.add_subplot()
+  for name, r in result["rules"].items():
+    xs = [float(k) for k in r["rmse_all"]]
+    ys = [v if math.isfinite(v) else math.nan for v in r["rmse_all"].values()]
+    line, = ax.plot(xs, ys, marker="o", ms=3, label=f"{name}: rmse")
+    hw = r["half_width_by_share"]
+    ax.plot([float(k) for k in hw], [v if math.isfinite(v) else math.nan for v in hw.values()],
+            ls="--", color=line.get_color(), label=f"{name}: median 95% half width")
+  ax.set_xlabel("share of the grid's compute")
+  ax.set_ylabel("slope error (depth per doubling of n*)")
+  ax.set_yscale("log")
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  return path
 
 
 def summarize(runs: list[list[dict]]) -> dict:
@@ -132,14 +184,18 @@ def replay_share(name: str = POOL) -> float | None:
 
 
 def plan_line(grid_s: float, budget: float) -> str:
-  """`plan`'s line for an adaptive study: the grid's training hours, its budget's, and
+  """`plan`'s line for an adaptive study: the grid's training time, its budget's, and
   what the replay's adaptive rule needed to match the grid's slope error."""
-  hours, share = grid_s / 3600, replay_share()
+  share = replay_share()
   seen = (f"; in the replay (bench --preset design) the adaptive rule matched the full "
-          f"grid's slope error at {share:.2f} of its compute: about {share * hours:.3g} h"
+          f"grid's slope error at {share:.2f} of its compute: about {_dur(share * grid_s)}"
           if share is not None else "")
-  return (f"adaptive design: the grid above trains in {hours:.3g} h; the design spends at "
-          f"most its budget, {budget:g} of it ({budget * hours:.3g} h){seen}")
+  return (f"adaptive design: the grid above trains in {_dur(grid_s)}; the design spends at "
+          f"most its budget, {budget:g} of it ({_dur(budget * grid_s)}){seen}")
+
+
+def _dur(s: float) -> str:
+  return f"{s / 3600:.3g} h" if s >= 3600 else f"{s / 60:.3g} min"
 
 
 def design_summary(result: dict) -> str:
@@ -152,4 +208,4 @@ def design_summary(result: dict) -> str:
   return f"truth slope {result['truth']['slope']:.3f}; " + "; ".join(parts)
 
 
-registry.register("design", lambda o, log: run_design(log=log), design_summary)
+registry.register("design", lambda o, log: run_preset(log), design_summary)

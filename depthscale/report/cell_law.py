@@ -158,7 +158,7 @@ def fit(cells: list[Cell]) -> dict:
   a = weights(x[seen], info[seen])
   b = float(a @ mu[seen])
   vv = np.where(np.isfinite(var[seen]), var[seen], math.inf)
-  v_c = a**2 * vv / info[seen]
+  v_c = a**2 * np.where(a != 0, vv, 0.0) / info[seen]
   var_b = float(v_c.sum())
   eff = dof[seen]
   satt = (var_b**2 / float((v_c**2 / np.maximum(eff, 1e-9)).sum())

@@ -1,0 +1,70 @@
+"""`depthscale bench --preset design`: the replay's arithmetic against an independent
+reference (numpy's polyfit over the grid's models), on a pool written to a temporary data
+directory; and the recorded pool's replay against the issue's acceptance (no JAX)."""
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from depthscale.bench import design as bench
+from depthscale.bench import design_replay as replay
+from depthscale.report import design
+
+DEPTHS = [1, 2, 3, 4, 5]
+
+
+def write_pool(tmp_path, seed=0):
+  rng = np.random.default_rng(seed)
+  rows = []
+  for d in DEPTHS:
+    for s in range(10):
+      n = int(round(2 ** (0.6 * d + 1.5 + 0.25 * rng.standard_normal())))
+      rows.append(dict(depth=d, width=32, lr=0.003, length=24, seed=s, n_star=n,
+                       measured_length=96, k_star=min(d - 1, 4), repeats=1))
+  with open(tmp_path / "syn.csv", "w", newline="") as f:
+    w = csv.DictWriter(f, list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+  (tmp_path / "syn.json").write_text(json.dumps(dict(
+      config="experiments/khop_depth.py:cpu", overrides=["grid.depth=[1,2,3,4,5]"])))
+  return rows
+
+
+def test_replay_matches_polyfit_on_the_grids_models(tmp_path, monkeypatch):
+  rows = write_pool(tmp_path)
+  monkeypatch.setattr(bench, "DATA", str(tmp_path))
+  got = bench.run_design(replays=12, log=lambda _: None, pool_name="syn")
+  truth = 1 / np.polyfit([r["depth"] for r in rows],
+                         [math.log2(r["n_star"]) for r in rows], 1)[0]
+  assert got["truth"]["slope"] == pytest.approx(truth, rel=1e-9)
+  errs = []
+  for i in range(12):  # the grid's 4 seeds per depth, drawn as the bench draws them
+    rng = np.random.default_rng(i)
+    order = [list(rng.permutation(10)) for _ in DEPTHS]
+    pts = [(d, math.log2(rows[c * 10 + m]["n_star"])) for c, d in enumerate(DEPTHS)
+           for m in order[c][:4]]
+    errs.append(1 / np.polyfit(*zip(*pts), 1)[0] - truth)
+  want = float(np.sqrt(np.mean(np.square(errs))))
+  assert got["rules"]["grid_order"]["rmse_by_share"]["1.0"] == pytest.approx(want, rel=1e-9)
+  for name in replay.RULES:
+    r = got["rules"][name]
+    assert set(r["rmse_by_share"]) == {"0.25", "0.5", "0.75", "1.0"}
+    assert 0 < r["share_to_grid"] <= 1.0 and 0 <= r["verdicts_match"] <= 1
+
+
+@pytest.mark.skipif(not bench.replay_share(), reason="no recorded replay")
+def test_the_recorded_replay_meets_the_acceptance():
+  with open(f"{bench.DATA}/{bench.POOL}_replay.json") as f:
+    got = json.load(f)
+  ad, rules = got["rules"]["adaptive"], got["rules"]
+  assert ad["share_to_grid"] <= 0.6
+  for k, v in ad["rmse_by_share"].items():
+    assert v < rules["grid_order"]["rmse_by_share"][k] and v < rules["random"]["rmse_by_share"][k]
+    if float(k) >= 0.5:
+      assert v <= 1.1 * rules["ends"]["rmse_by_share"][k]
+    assert ad["coverage_by_share"][k] >= 0.9
+  assert ad["verdicts_match"] >= 0.95
+  assert got["pool"]["censored"] <= got["pool"]["models"] / 4
+  assert design.Settings().budget == got["settings"]["budget"]
