@@ -1,10 +1,12 @@
-"""tools/gpu/gpu_check.sh in quick mode on this CPU (no benches: minutes on a CPU): one JSON
-whose numbers agree with the files it merged (the plan JSON, the study's results.csv);
-the merge of a bench JSON; and the merge on a made-up work dir where the plan step
-failed: the error text is kept, "ok" is false.
+"""tools/gpu/gpu_session.sh's four parts (issue 60) and tools/gpu/gpu_check.sh in quick mode
+on this CPU (no benches: minutes on a CPU): every step the session runs passes at CPU
+sizes, and the JSON's numbers agree with the files it merged (the plan JSON, the study's
+results.csv); the merge of a bench JSON; the merge on a made-up work dir where the plan
+step failed, or issue 60's steps broke: the error text is kept, "ok" is false.
 """
 import csv
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -16,17 +18,36 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tools", "gpu"), os.path.join(ROOT, "tools", "bench")]
 import gpu_check  # noqa: E402  (tools/gpu/ is not a package)
 
+STEP_NAMES = gpu_check.STEPS
+
+
+# tools/gpu/gpu_session.sh's parts (issue 60's order) and the steps each must run in quick
+# mode; part 4's JSON merges every part's steps (one work dir, as on one warm machine)
+SESSION_PARTS = {"1": ("settings", "a5_kill_rerun"), "2": ("determinism", "gelu_paper"),
+                 "3": ("plan_a5_flops", "devices_float32", "devices_bfloat16"),
+                 "4": ("reach_plan", "reach_run", "plan", "plan_smoke_flops", "run")}
+
 
 @pytest.mark.slow
 def test_quick_mode_on_cpu(tmp_path):
-  out, work = tmp_path / "check.json", tmp_path / "work"
-  env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_CHECK_WORK=str(work), PYTHON=sys.executable)
-  p = subprocess.run(["bash", "tools/gpu/gpu_check.sh", str(out)], cwd=ROOT, env=env,
-                     capture_output=True, text=True, timeout=900)
-  print(p.stdout)
-  result = json.loads(out.read_text())
-  assert p.returncode == 0 and result["ok"] and result["failed"] == [], (
-      p.stdout + json.dumps({k: s.get("error") for k, s in result["steps"].items()}))
+  """tools/gpu/gpu_session.sh 1, 2, 3, 4 in quick mode, one after another: each part's steps
+  run at CPU sizes and pass (a broken step fails here), and the last JSON's numbers agree
+  with the files it merged (the plan JSON, the smoke study's results.csv)."""
+  out, work = tmp_path / "out", tmp_path / "work"
+  env = dict(os.environ, GPU_CHECK_QUICK="1", GPU_SESSION_WORK=str(work),
+             PYTHON=sys.executable, GPU_SESSION_BUDGET="900")
+  env.pop("GPU_CHECK_DEADLINE", None)
+  for part, names in SESSION_PARTS.items():
+    p = subprocess.run(["bash", "tools/gpu/gpu_session.sh", part, str(out)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=900)
+    print(p.stdout)
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert p.returncode == 0 and result["ok"] and result["failed"] == [], (
+        part, p.stdout + json.dumps({k: s.get("error") for k, s in result["steps"].items()}))
+    for name in names:
+      assert result["steps"][name]["status"] == "ok", (part, name, result["steps"][name])
+    assert "gpu_check: ok" in p.stdout and (out / "gc.tgz").stat().st_size > 0
+  assert len(os.listdir(out)) <= 8  # what the device tool returns
   assert result["quick"] is True
   steps = result["steps"]
   for name in ("devices_float32", "devices_bfloat16", "plan", "run"):
@@ -39,6 +60,33 @@ def test_quick_mode_on_cpu(tmp_path):
     assert steps[name]["status"] == "ok", steps[name]
   assert result["smoke_plan"]["within_tolerance"] is None  # judged on a GPU only
   assert result["mixed"] == steps["bench_mixed"]["why"]
+
+  # issue 60: run's settings, recorded and printed beside the figures
+  settings = result["settings"]
+  assert settings["deterministic_gpu_ops"] and "xla_gpu_deterministic_ops=true" in \
+      settings["xla_flags"] and settings["matmul_precision"] == "highest"
+  assert settings["options"]["attention"] == {"option": "auto", "resolved": "einsum"}  # CPU
+  assert settings["options"]["remat"] == {"option": "auto", "resolved": "none"}
+  assert "[deterministic ops, f32 highest, attention einsum, remat none, gelu xla]" in p.stdout
+  # item 1: the A5 smoke study killed once and rerun, bit for bit
+  kill = result["kill_rerun"]
+  assert kill["ok"] and kill["same"] and kill["killed_mid_run"] and kill["differences"] == []
+  assert kill["runs"]["killed"]["rc"] == -9 and kill["runs"]["killed"]["checkpoint_steps_at_kill"]
+  assert "resumes from its step-" in kill["runs"]["rerun"]["resumed"][0]
+  assert "results.csv" in kill["compared"] and any(c.startswith("groups/") for c in kill["compared"])
+  assert "a5_depth.py:smoke" in steps["a5_kill_rerun"]["cmd"]
+  # item 2: every flag set repeats on a CPU; item 4: the GELU A/B's two rows
+  assert set(result["determinism"]["verdicts"].values()) == {"bit for bit"}
+  gelu = result["gelu"]
+  assert gelu["recompute_over_xla"] > 0 and gelu["failed"] == {}
+  assert gelu["deterministic_gpu_ops"] and gelu["shape"]["depth"] == 2
+  assert gelu["ablation"]["variants"]["gelu recompute"]["resolved"]["gelu"] == "recompute"
+  assert "gelu recompute / xla" in p.stdout  # part 2's summary, merged again in part 4
+  # item 5: reachability's smoke study, planned and run at the lengths that fit
+  reach = result["reachability"]
+  assert reach["run"]["ran"] and reach["run"]["rc"] == 0 and reach["run"]["lengths"] == [8]
+  assert len(reach["run"]["rows"]) == 6 and reach["plan"]["groups"]
+  assert "reachability [deterministic ops" in p.stdout
 
   f32, bf16 = result["devices"]["float32"], result["devices"]["bfloat16"]
   assert f32["platform"] == bf16["platform"] == "cpu" and f32["count"] == bf16["count"] >= 1
@@ -79,7 +127,8 @@ def test_a_failed_step_is_recorded_and_the_rest_merged(tmp_path, capsys):
     write_step(work, f"devices_{dtype}", 0, out=json.dumps(dict(devices, dtype=dtype)))
   write_step(work, "bench_tiny", 0)  # exit 0 but no JSON written
   for name in ("bench_medium", "bench_paper", "torch_paper", "ablation_paper", "plan_a5",
-               "torch_medium", "torch_tiny", "plan_a5_flops", "plan_smoke_flops"):
+               "torch_medium", "torch_tiny", "plan_a5_flops", "plan_smoke_flops", "settings",
+               "a5_kill_rerun", "determinism", "gelu_paper", "reach_plan", "reach_run"):
     (work / f"{name}.skipped").write_text("skipped: quick mode\n")
   (work / "bench_mixed.skipped").write_text("absent\n")
   write_step(work, "plan", 2, err="depthscale: error: unrecognized arguments: --json x\n",
@@ -275,3 +324,75 @@ def test_the_determinism_probe_compares_runs_within_and_across_processes(monkeyp
       "Traceback ...\nIndexError: absl::container_internal::raw_hash_map<>::at\n"))]
   row = dp.probe("--xla_gpu_deterministic_ops=true", "cudnn", 3)
   assert not row["ran"] and row["error"].endswith("raw_hash_map<>::at") and not outputs
+
+
+def test_issue_60_steps_that_broke_fail_the_check(tmp_path):
+  """Made up: the killed-and-rerun A5 study differed (kill_rerun.py wrote its JSON, exit 1),
+  the GELU A/B crashed, the reachability run never started: each is a failed step with its
+  reason, and the summary says so."""
+  work = tmp_path
+  for name in STEP_NAMES:
+    (work / f"{name}.skipped").write_text("skipped: not in GPU_CHECK_STEPS\n")
+  for name in ("a5_kill_rerun", "gelu_paper", "reach_run"):
+    (work / f"{name}.skipped").unlink()
+  write_step(work, "a5_kill_rerun", 1, cmd=("tools/gpu/kill_rerun.py",))
+  (work / "a5_kill_rerun.json").write_text(json.dumps({
+      "ok": False, "same": False, "killed_mid_run": True, "compared": ["results.csv"],
+      "differences": ["/results.csv[0]/final_loss: ref '3.6', rerun '3.7'"],
+      "runs": {"ref": {"rc": 0}, "killed": {"rc": -9, "checkpoint_steps_at_kill": [60]},
+               "rerun": {"rc": 0, "resumed": ["group g resumes from its step-60 checkpoint"]}}}))
+  write_step(work, "gelu_paper", 1, err="Traceback ...\nRuntimeError: every variant failed\n",
+             cmd=("tools/gpu/option_ablation.py",))
+  assert gpu_check.main([str(work), str(tmp_path / "out.json"), "--quick", "0"]) == 1
+  result = json.loads((tmp_path / "out.json").read_text())
+  assert result["failed"] == ["a5_kill_rerun", "gelu_paper", "reach_run"]
+  steps = result["steps"]
+  assert "final_loss" in steps["a5_kill_rerun"]["error"] and result["kill_rerun"]["same"] is False
+  assert "every variant failed" in steps["gelu_paper"]["error"] and result["gelu"] is None
+  assert "not run" in steps["reach_run"]["error"]
+  assert result["settings"] is None and result["reachability"]["run"] is None
+
+
+def test_a_kill_rerun_step_that_exits_0_with_a_difference_still_fails(tmp_path):
+  """The merge reads the JSON's verdict, not only the exit status."""
+  write_step(tmp_path, "a5_kill_rerun", 0)
+  (tmp_path / "a5_kill_rerun.json").write_text(json.dumps(
+      {"ok": False, "same": True, "killed_mid_run": False, "differences": []}))
+  result = gpu_check.merge(str(tmp_path), quick=False)
+  assert "a5_kill_rerun" in result["failed"]
+  assert "killed mid-run False" in result["steps"]["a5_kill_rerun"]["error"]
+
+
+def test_kill_rerun_compares_every_curve_and_row_but_no_timing(tmp_path):
+  """tools/gpu/kill_rerun.py's comparison: the timing columns may differ, a loss curve's
+  last bit may not."""
+  import kill_rerun  # tools/gpu/
+  for name, (loss, secs) in {"ref": (3.6063177585601807, 1.0),
+                             "rerun": (3.6063177585601807, 2.5)}.items():
+    d = tmp_path / name / "groups"
+    d.mkdir(parents=True)
+    (tmp_path / name / "results.csv").write_text(
+        f"group,model,final_loss,train_s,started_at\ng,m0,{loss},{secs},{secs}\n")
+    (d / "g.json").write_text(json.dumps({"rows": [{"model": "m0", "train_s": secs}],
+                                          "curves": {"step": [10], "loss": [[loss]]}}))
+  ref, rerun = kill_rerun.results(str(tmp_path / "ref")), kill_rerun.results(str(tmp_path / "rerun"))
+  assert kill_rerun.differences(ref, rerun) == []
+  last_bit = math.nextafter(3.6063177585601807, 0.0)
+  (tmp_path / "rerun" / "groups" / "g.json").write_text(json.dumps(
+      {"rows": [{"model": "m0"}], "curves": {"step": [10], "loss": [[last_bit]]}}))
+  diffs = kill_rerun.differences(ref, kill_rerun.results(str(tmp_path / "rerun")))
+  assert diffs == [f"/groups/g.json/curves/loss[0][0]: ref 3.6063177585601807, rerun {last_bit!r}"]
+
+
+def test_science_run_picks_the_lengths_that_fit():
+  """tools/gpu/science_run.py: a plan's groups summed per length, the shortest first, as
+  many as fit the budget with the safety factor and the start-up."""
+  import science_run  # tools/gpu/
+  plan = {"groups": [{"length": n, "est_train_s": s, "compile_s": 20.0}
+                     for n, s in ((16, 106.0), (8, 54.0), (64, 900.0), (32, 400.0))]}
+  assert science_run.per_length(plan) == [(8, 74.0), (16, 126.0), (32, 420.0), (64, 920.0)]
+  fit = lambda budget: science_run.pick(plan, budget)[0]
+  start, safety = science_run.START_S, science_run.SAFETY
+  assert fit(start + safety * 200.0) == [8, 16] and fit(start + safety * 199.0) == [8]
+  assert fit(start + safety * 73.0) == []
+  assert science_run.pick(plan, 1e6) == ([8, 16, 32, 64], 1540.0)

@@ -18,8 +18,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # versus_torch, beside it
 
-STEPS = ("devices_float32", "devices_bfloat16", "bench_paper", "torch_paper", "ablation_paper",
-         "plan_a5", "plan_a5_flops", "bench_medium", "torch_medium", "bench_tiny", "torch_tiny",
+STEPS = ("settings", "bench_paper", "torch_paper", "a5_kill_rerun", "determinism", "gelu_paper",
+         "bench_medium", "torch_medium", "bench_tiny", "torch_tiny", "plan_a5", "plan_a5_flops",
+         "devices_float32", "devices_bfloat16", "reach_plan", "reach_run", "ablation_paper",
          "bench_mixed", "plan", "plan_smoke_flops", "run")
 TINY_TARGET = 50.0     # engine over one model at a time, tiny preset, 256 models, on a GPU
 MEDIUM_TARGET = 0.30   # engine fraction of the bf16 matmul peak, medium preset, on a GPU
@@ -154,6 +155,37 @@ def mixed_summary(bench: dict) -> dict:
           "engine_fraction_of_peak": bench["engine_fraction_of_peak"], "bench": bench}
 
 
+def determinism_summary(probe: dict | None) -> dict | None:
+  """tools/gpu/determinism_probe.py's JSON with a verdict per flag set."""
+  if probe is None:
+    return None
+  verdicts = {}
+  for name, row in probe["flag_sets"].items():
+    verdicts[name] = ("failed to run" if not row["ran"] else "bit for bit"
+                      if row["same_across_processes"] else "in one process only"
+                      if row["same_in_a_process"] else "differs")
+  return {"attention": probe["attention"], "verdicts": verdicts, "probe": probe}
+
+
+def gelu_summary(ablation: dict | None) -> dict | None:
+  """Issue 60 item 4: model.gelu=recompute against the defaults (option_ablation.py's JSON,
+  its first variant the defaults)."""
+  if ablation is None:
+    return None
+  rows, first = ablation["variants"], ablation["first"]
+  other = next((n for n, r in rows.items() if r["options"].get("gelu") == "recompute"), None)
+  out = {"device": ablation["device"], "shape": ablation["shape"],
+         "deterministic_gpu_ops": ablation.get("deterministic_gpu_ops"),
+         "failed": ablation["failed"], "ablation": ablation}
+  if other and first in rows:
+    a, b = rows[first], rows[other]
+    out.update(recompute_over_xla=b["vs_first"], xla_model_steps_per_s=a["model_steps_per_s"],
+               recompute_model_steps_per_s=b["model_steps_per_s"],
+               memory_gib={"xla": a["memory_gib"], "recompute": b["memory_gib"]},
+               resolved=a["resolved"])
+  return out
+
+
 def measured_groups(workdir: str) -> dict:
   """{group id: {models, train_s, compile_s}} from the study's results.csv (one train_s
   per group, repeated on each of its model rows)."""
@@ -203,6 +235,26 @@ def merge(work: str, quick: bool) -> dict:
   plans = {n: load_json(steps[n], read(work, f"{n}.json"), f"{n} --json")
            for n in ("plan_a5", "plan_a5_flops", "plan_smoke_flops", "ablation_paper")}
   result["ablation"] = plans["ablation_paper"]  # tools/gpu/option_ablation.py's JSON
+  issue60 = {n: load_json(steps[n], read(work, f"{n}.json"), f"{n} --json")
+             for n in ("settings", "a5_kill_rerun", "determinism", "gelu_paper", "reach_plan")}
+  result["settings"] = issue60["settings"]  # tools/gpu/run_settings.py: run's, on this device
+  kill, kill_step = issue60["a5_kill_rerun"], steps["a5_kill_rerun"]
+  if kill is None and kill_step.get("rc") == 1:  # kill_rerun.py's verdict: exit 1, a JSON
+    try:
+      kill = json.loads(read(work, "a5_kill_rerun.json") or "")
+    except ValueError:
+      pass
+  result["kill_rerun"] = kill
+  if kill is not None and not kill.get("ok"):
+    kill_step.update(status="failed", error=(
+        f"killed mid-run {kill.get('killed_mid_run')}; same {kill.get('same')}; differences: "
+        f"{kill.get('differences')}"))
+  result["determinism"] = determinism_summary(issue60["determinism"])
+  result["gelu"] = gelu_summary(issue60["gelu_paper"])
+  reach_run = steps["reach_run"]
+  result["reachability"] = {
+      "plan": issue60["reach_plan"],
+      "run": load_json(reach_run, read(work, "reach_run.json"), "reach_run --json")}
   result["a5_plan"] = (a5_hours(plans["plan_a5"], plans["plan_a5_flops"])
                        if plans["plan_a5"] and plans["plan_a5_flops"] else None)
   result["smoke_plan"] = (flops_vs_probed(result["plan"], plans["plan_smoke_flops"])
@@ -229,8 +281,27 @@ def merge(work: str, quick: bool) -> dict:
   return result
 
 
+def settings_tag(result: dict) -> str:
+  """Run's settings in a few words, beside every engine figure (run_settings.py's JSON)."""
+  s = result.get("settings")
+  if not s:
+    return "[settings not recorded]"
+  o = s["options"]
+  return (f"[{'deterministic ops' if s['deterministic_gpu_ops'] else 'no deterministic ops'}, "
+          f"f32 {s['matmul_precision']}, attention {o['attention']['resolved']}, remat "
+          f"{o['remat']['resolved']}, gelu {o['gelu']['resolved']}]")
+
+
 def summary_lines(result: dict) -> list[str]:
   lines = [f"gpu_check: {'ok' if result['ok'] else 'FAILED: ' + ', '.join(result['failed'])}"]
+  tag = settings_tag(result)
+  s = result.get("settings")
+  if s:
+    lines.append(f"  settings (as `run`; bench and option_ablation apply the same): XLA_FLAGS="
+                 f"{s['xla_flags']!r}, matmul precision {s['matmul_precision']}, attention "
+                 f"auto -> {s['options']['attention']['resolved']} at the paper shape, remat "
+                 f"auto -> {s['options']['remat']['resolved']} on {s['device']['kind']} "
+                 f"(jax {s['versions']['jax']})")
   dev = result["devices"].get("float32")
   if dev:
     lines.append(f"  devices: {dev['count']} x {dev['kind']} ({dev['platform']})")
@@ -242,7 +313,7 @@ def summary_lines(result: dict) -> list[str]:
   for name in TORCH_TARGETS:
     v = result[name].get("versus_torch") if isinstance(result[name], dict) else None
     if v:
-      lines.append(f"  {name}: engine / best torch ({v['best_torch']}) "
+      lines.append(f"  {name}: engine {tag} / best torch ({v['best_torch']}) "
                    f"{v['engine_over_best_torch']:.2f} (target {v['target']}: "
                    f"{v['meets_target']}); one-model step / torch eager "
                    + (f"{v['sequential_over_eager']:.2f}" if v["sequential_over_eager"]
@@ -250,23 +321,55 @@ def summary_lines(result: dict) -> list[str]:
   if isinstance(result["paper"], dict):
     p = result["paper"]
     lines.append(f"  paper: {p['engine_tflops']:.1f} TFLOP/s, "
-                 f"{100 * p['engine_fraction_of_peak']:.1f}% of the bf16 peak")
+                 f"{100 * p['engine_fraction_of_peak']:.1f}% of the bf16 peak {tag}")
+  k = result.get("kill_rerun")
+  if k:
+    resumed = k["runs"].get("rerun", {}).get("resumed")
+    lines.append(f"  A5 smoke killed once and rerun {tag}: killed mid-run {k['killed_mid_run']}"
+                 f" (checkpoints {k['runs'].get('killed', {}).get('checkpoint_steps_at_kill')})"
+                 f", {'; '.join(resumed) if resumed else 'no resume'}: "
+                 + ("same results bit for bit" if k["same"] else
+                    f"DIFFERENT ({'; '.join((k.get('differences') or ['a run failed'])[:3])})"))
+  d = result.get("determinism")
+  if d:
+    lines.append(f"  determinism with attention {d['attention']}: "
+                 + "; ".join(f"{n}: {v}" for n, v in d["verdicts"].items()))
+  g = result.get("gelu")
+  if g and "recompute_over_xla" in g:
+    lines.append(f"  gelu recompute / xla {g['recompute_over_xla']:.3f} "
+                 f"({g['recompute_model_steps_per_s']:.1f} vs {g['xla_model_steps_per_s']:.1f} "
+                 f"model-steps/s; memory {g['memory_gib']['recompute']:.2f} vs "
+                 f"{g['memory_gib']['xla']:.2f} GiB) at {g['shape']['width']}x"
+                 f"{g['shape']['depth']}, {g['shape']['dtype']} {tag}")
+  elif g:
+    lines.append(f"  gelu: a variant failed: {list(g['failed'])}")
   if result["a5_plan"]:
     a = result["a5_plan"]
     lines.append(f"  a5_depth probed at depths {a['probed_depths']}: {a['probed_h100_hours']:.1f} "
-                 f"H100-h (target {a['target']}: {a['meets_target']}); plan --device h100 "
+                 f"GPU-h on {a['device'].get('kind', '?')} {tag} (target {a['target']}: "
+                 f"{a['meets_target']}); plan --device h100 "
                  f"{a['flops_plan_hours']:.1f} h = {a['flops_over_probed']:.2f}x")
   if result["smoke_plan"]:
     lines.append(f"  quickstart smoke: plan --device h100 / probed "
                  f"{result['smoke_plan']['flops_over_probed']:.2f}")
   if isinstance(result["tiny"], dict):
     t = result["tiny"]
-    lines.append(f"  tiny x{t['models']}: engine/sequential {t['engine_over_sequential']:.2f} "
+    lines.append(f"  tiny x{t['models']} {tag}: engine/sequential {t['engine_over_sequential']:.2f} "
                  f"(target {t['target']}: {t['meets_target']})")
   if isinstance(result["medium"], dict):
     m = result["medium"]
-    lines.append(f"  medium {m['dtype']}: engine at {100 * m['engine_fraction_of_peak']:.1f}% "
+    lines.append(f"  medium {m['dtype']} {tag}: engine at {100 * m['engine_fraction_of_peak']:.1f}% "
                  f"of peak (target {m['target']}: {m['meets_target']})")
+  r = result.get("reachability") or {}
+  if r.get("plan"):
+    lines.append(f"  reachability plan (probed): {r['plan']['est_train_s'] / 60:.1f} min "
+                 f"training + {r['plan'].get('compile_s', 0) / 60:.1f} min compiling")
+  if r.get("run"):
+    run = r["run"]
+    lines.append(f"  reachability {tag}: " + (
+        f"lengths {run['lengths']} run, exit {run['rc']} after {run['s']} s (est "
+        f"{run['est_s']:.0f} s), {len(run.get('rows') or [])} models" if run["ran"]
+        else f"not run: {run['why']}"))
   for name in ("medium", "mixed"):
     if isinstance(result[name], str):
       lines.append(f"  {name}: {result[name]}")

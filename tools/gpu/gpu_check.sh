@@ -5,25 +5,43 @@
 #                                                      tests/test_gpu_check.py)
 # Each engine bench is followed by tools/torch_baseline.py (the same model in PyTorch) at the
 # same shape, and the JSON holds each engine / best-torch ratio (tools/gpu/versus_torch.py).
-# Steps, most important first, each with its own time limit in seconds (the whole check
+# Steps, in issue 60's order, each with its own time limit in seconds (the whole check
 # ends within GPU_CHECK_DEADLINE, default 660 = 11 min, start-up aside: a step that would
 # start past it is skipped and says so; a step's limit is cut to the time left):
-#   devices_float32, devices_bfloat16   30 each   the matmul peaks
-#   bench_paper, torch_paper            150, 100  the paper's A5 shape, depth 12, bf16
+#   settings                            30        what `run` trains under here: XLA_FLAGS,
+#                                                 precision, attention/remat auto resolved
+#                                                 (tools/gpu/run_settings.py); `bench` and
+#                                                 option_ablation.py apply the same
+#   bench_paper, torch_paper            150, 100  the paper's A5 shape, depth 12, bf16,
+#                                                 against torch eager and torch.compile
+#   a5_kill_rerun                       200       the A5 smoke study run to the end, and
+#                                                 killed once (SIGKILL) and rerun: bit for
+#                                                 bit (tools/gpu/kill_rerun.py)
+#   determinism                         150       can `run` keep cuDNN: repeats under each
+#                                                 flag set (tools/gpu/determinism_probe.py)
+#   gelu_paper                          150       model.gelu=recompute against the defaults
+#                                                 at the paper shape, 5 rounds, run's settings
+#   bench_medium, torch_medium          60, 60    medium x64, bf16
+#   bench_tiny, torch_tiny              70, 60    tiny x256, float32
 #   plan_a5                             180       a5_depth probed at depths 6, 12, 24 (the
 #                                                 sweep's s/step, linear in depth, summed
 #                                                 over 6..24 by gpu_check.py), beside
 #   plan_a5_flops                       20        `plan --device h100` of the same study
-#   bench_medium, torch_medium          60, 60    medium x64, bf16
-#   bench_tiny, torch_tiny              70, 60    tiny x256, float32
+#   devices_float32, devices_bfloat16   30 each   the matmul peaks
+#   reach_plan, reach_run               180, 420  reachability_depth.py probed, then the
+#                                                 lengths that fit the time left run to the
+#                                                 end (tools/gpu/science_run.py)
 #   ablation_paper                      120       the paper shape's model options against
 #                                                 the defaults, under `run`'s settings: remat
 #                                                 block, and cuDNN attention (which failed
 #                                                 under deterministic ops on an H200)
 #                                                 (tools/gpu/option_ablation.py)
+#   bench_mixed                         (only with GPU_CHECK_MIXED=1) 120
 #   plan, run                           45 each   the quickstart smoke study, planned then run
 #   plan_smoke_flops                    20        `plan --device h100` of it
-#   bench_mixed                         (only with GPU_CHECK_MIXED=1) 120
+# In quick mode (a CPU) the benches, plan_a5 and ablation_paper are skipped; settings,
+# a5_kill_rerun (40 steps), determinism (2 steps), gelu_paper (bench's CPU size, depth 2,
+# float32, 1 round) and reach_* (the :smoke study) run at CPU sizes.
 # GPU_CHECK_STEP_TIMEOUT caps every step's limit. GPU_CHECK_STEPS="NAME ..." runs those steps
 # only, keeping what an earlier run left in the same GPU_CHECK_WORK (a check in two calls). A failed step keeps its error text and the
 # others go on; the JSON then has "ok": false and the failed steps. Logs stay in
@@ -46,7 +64,8 @@ mkdir -p "$work"
 export DEPTHSCALE_CACHE=${DEPTHSCALE_CACHE:-$work/cache}
 quick=${GPU_CHECK_QUICK:-0}
 cap=${GPU_CHECK_STEP_TIMEOUT:-100000}
-only=${GPU_CHECK_STEPS:-}  # names of the steps to run (default: all); tools/gpu/gpu_session.sh
+# names of the steps to run (default: all; tools/gpu/gpu_session.sh), any whitespace between
+only=$(echo ${GPU_CHECK_STEPS:-})
 deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-660}))
 
 if [ "$quick" = 1 ]; then
@@ -88,7 +107,7 @@ run_step() {
   echo "gpu_check: $name (limit ${limit} s): $*" >&2
   printf '%s\n' "$@" >"$work/$name.cmd"
   local t0=$EPOCHREALTIME
-  timeout "$limit" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  timeout -k 15 "$limit" "$@" >"$work/$name.out" 2>"$work/$name.err"
   echo $? >"$work/$name.rc"
   echo "$t0 $EPOCHREALTIME" >"$work/$name.s"
 }
@@ -102,23 +121,49 @@ torch_step() {
 }
 minutes() { other_part "$1" || skip "$1" "skipped: quick mode (minutes on a CPU)"; }
 
-step devices_float32 30 devices --json --dtype float32
-step devices_bfloat16 30 devices --json --dtype bfloat16
+if [ "$quick" = 1 ]; then
+  ablate=(--rounds 1 --depth 2 --dtype float32)  # bench's CPU size of the paper preset
+  probe=(--steps 2)
+  reach=experiments/reachability_depth.py:smoke
+else
+  ablate=(--rounds 5)
+  probe=()
+  reach=experiments/reachability_depth.py
+fi
+# the paper shape's engine (bench_paper, gelu_paper's and ablation_paper's first variant):
+# compiled once, kept in this cache (the session's later parts run on the same machine)
+paper_cache=(env JAX_COMPILATION_CACHE_DIR="$work/paper-cache")
+
+# Issue 60, item 1: the paper shape under run's settings against torch.compile, and the
+# A5 smoke study killed once and rerun.
+run_step settings 30 "$PYTHON" tools/gpu/run_settings.py --json "$work/settings.json"
 if [ "$quick" = 1 ]; then
   # the benches take minutes on a CPU; their JSON's merge is tested on made-up ones
-  for name in bench_paper torch_paper plan_a5 bench_medium torch_medium bench_tiny \
-      torch_tiny ablation_paper; do
-    minutes "$name"
-  done
+  for name in bench_paper torch_paper; do minutes "$name"; done
 else
-  # the ablation's first variant is bench_paper's engine: compiled once, kept in this cache
-  paper_cache=(env JAX_COMPILATION_CACHE_DIR="$work/paper-cache")
   run_step bench_paper 150 "${paper_cache[@]}" "$PYTHON" -m depthscale.cli bench --preset paper \
     --json "$work/bench_paper.json"
   torch_step torch_paper 100 paper12 --dtype bfloat16 --models 3 --steps 20 --repeats 2 \
     --warmup 3 --variants eager,compile
-  step plan_a5 180 plan --config experiments/a5_depth.py --no-progress \
-    "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"
+fi
+other_part a5_kill_rerun || rm -rf "$work/a5_kill"
+run_step a5_kill_rerun 200 "$PYTHON" tools/gpu/kill_rerun.py --workdir "$work/a5_kill" \
+  --json "$work/a5_kill_rerun.json" -- --config experiments/a5_depth.py:smoke --no-progress \
+  "${study[@]}"
+
+# Item 2: can run keep cuDNN (drop its flag)? Item 4: the GELU that keeps only its input.
+run_step determinism 150 "$PYTHON" tools/gpu/determinism_probe.py "${probe[@]}" \
+  --json "$work/determinism.json"
+run_step gelu_paper 150 "${paper_cache[@]}" "$PYTHON" tools/gpu/option_ablation.py \
+  --preset paper "${ablate[@]}" --json "$work/gelu_paper.json" --variant defaults= \
+  --variant "gelu recompute=gelu:recompute"
+
+# Item 3: the rest of the speed table, and a5_depth's probed plan in GPU-hours.
+if [ "$quick" = 1 ]; then
+  for name in bench_medium torch_medium bench_tiny torch_tiny plan_a5 ablation_paper; do
+    minutes "$name"
+  done
+else
   step bench_medium 60 bench --preset medium --dtype bfloat16 --models 64 \
     --json "$work/bench_medium.json"
   torch_step torch_medium 60 medium --dtype bfloat16 --models 64 --models-sequential 2 \
@@ -126,12 +171,33 @@ else
   step bench_tiny 70 bench --preset tiny --models 256 --json "$work/bench_tiny.json"
   torch_step torch_tiny 60 tiny --models 256 --models-sequential 2 --steps 50 --repeats 2 \
     --variants eager,compile_ro,func_vmap
+  step plan_a5 180 plan --config experiments/a5_depth.py --no-progress \
+    "--config.grid.depth=[6, 12, 24]" --json "$work/plan_a5.json"
+fi
+step plan_a5_flops 20 plan --config experiments/a5_depth.py --device h100 \
+  --json "$work/plan_a5_flops.json"
+step devices_float32 30 devices --json --dtype float32
+step devices_bfloat16 30 devices --json --dtype bfloat16
+
+# Item 5: reachability at its accelerator sizes, the lengths its probed plan says fit.
+step reach_plan 180 plan --config "$reach" --no-progress "${study[@]}" \
+  --json "$work/reach_plan.json"
+if other_part reach_run; then :  # an earlier part's run keeps its workdir
+elif [ ! -s "$work/reach_plan.json" ] || [ "$(cat "$work/reach_plan.rc" 2>/dev/null)" != 0 ]; then
+  skip reach_run "skipped: no plan (reach_plan did not write one)"
+else
+  rm -rf "$work/reach"
+  run_step reach_run 420 "$PYTHON" tools/gpu/science_run.py --plan "$work/reach_plan.json" \
+    --budget "$(limit_for 420)" --workdir "$work/reach" --json "$work/reach_run.json" -- \
+    --config "$reach" --no-progress "${study[@]}"
+fi
+
+# What earlier checks ran besides (the `all` session, or GPU_CHECK_STEPS naming them).
+if [ "$quick" != 1 ]; then
   run_step ablation_paper 120 "${paper_cache[@]}" "$PYTHON" tools/gpu/option_ablation.py \
     --preset paper --rounds 3 --json "$work/ablation_paper.json" --variant defaults= \
     --variant "remat block=remat:block" --variant "cudnn=attention:cudnn"
 fi
-step plan_a5_flops 20 plan --config experiments/a5_depth.py --device h100 \
-  --json "$work/plan_a5_flops.json"
 if [ "${GPU_CHECK_MIXED:-0}" != 1 ]; then
   skip bench_mixed "skipped: GPU_CHECK_MIXED=1 runs it (about 110 s on an H200)"
 elif ! "$PYTHON" -m depthscale.cli bench --help 2>/dev/null | grep -Eq -- '--preset \{[^}]*\bmixed\b'; then
