@@ -5,10 +5,12 @@ command ends well, prints its summary and writes finite, positive figures."""
 import dataclasses
 import json
 import math
+import os
 
 import pytest
 
 from depthscale import bench, cli, devices
+from depthscale.bench import design as design_bench
 from depthscale.bench import mixed, shapes, studies
 from depthscale.cli import app
 
@@ -17,7 +19,7 @@ TINY = dict(width=16, depth=1, seq=8, batch=4, heads=2, engine_k=2, sequential_s
 
 
 @pytest.fixture
-def tiny_presets(monkeypatch):
+def tiny_presets(monkeypatch, tmp_path):
   for name, p in shapes.PRESETS.items():  # each keeps its grid, dtype and CPU size's use
     monkeypatch.setitem(shapes.PRESETS, name, dataclasses.replace(
         p, **TINY, cpu=dict(width=8, heads=2) if p.cpu else None))
@@ -37,6 +39,8 @@ def tiny_presets(monkeypatch):
   # not the split into one device per core: set before JAX starts in this test process,
   # it would give every later test in it 2 devices (tests/test_cli.py tests the split)
   monkeypatch.setattr(app, "split_host_into_cores", lambda: None)
+  monkeypatch.setattr(design_bench, "REPLAYS", 4)  # the recorded pool, 4 replays
+  monkeypatch.setattr(design_bench, "PLOT", str(tmp_path / "design_replay.png"))
 
 
 def _positive(x):
@@ -69,6 +73,14 @@ def test_each_preset_runs_through_the_cli(preset, tiny_presets, tmp_path, capsys
     assert got["same_best_k_star"] == (got["full"]["best_k_star"]
                                        == got["halving"]["best_k_star"])
     assert f"halving {got['halving']['wall_s']:.1f} s" in last
+  elif preset == "design":  # 4 replays of the recorded pool: the table, the JSON, the plot
+    assert got["replays"] == 4 and set(got["rules"]) == {"adaptive", "grid_order", "random",
+                                                         "ends"}
+    for r in got["rules"].values():
+      assert set(r["rmse_by_share"]) == {"0.25", "0.5", "0.75", "1.0"}
+      assert 0 < r["share_to_grid"] <= 1 and 0 <= r["verdicts_match"] <= 1
+    assert got["plot"].endswith("design_replay.png") and os.path.getsize(got["plot"]) > 0
+    assert f"truth slope {got['truth']['slope']:.3f}" in last
   elif preset == "mixed":
     for way in ("compact", "pad", "bucket"):
       assert _positive(got[way]["model_steps_per_s"]), got[way]

@@ -66,9 +66,11 @@ def _verdicts(c):
   return of
 
 
-def run_design(replays: int = REPLAYS, log: Callable[[str], None] = print,
+def run_design(replays: int | None = None, log: Callable[[str], None] = print,
                settings=None, pool_name: str = POOL) -> dict:
-  """The replay's JSON: {"pool", "truth", "rules": {name: {rmse_by_share, ...}}}."""
+  """The replay's JSON: {"pool", "truth", "rules": {name: {rmse_by_share, ...}}}
+  (REPLAYS replays unless `replays`)."""
+  replays = replays or REPLAYS
   from depthscale.report import cell_law, design
   pool, meta, c = load_pool(pool_name)
   s = settings or design.Settings()
