@@ -85,7 +85,7 @@ def cmd_tasks_list(args, extras) -> int:
   width = [max(len(r[i]) for r in rows) for i in range(2)]
   for name, where, about in rows:
     print(f"{name:<{width[0]}}  {where:<{width[1]}}  {about}")
-  print("\nor a task of your own: --config.task=FILE.py:CLASS or MODULE:CLASS (README)")
+  print("\nor a task of your own: --config.task=FILE.py:CLASS or MODULE:CLASS (docs/own_task.md)")
   return 0
 
 
