@@ -211,7 +211,7 @@ ROWS = [
     ("design budget below its first round", ["--config.design.kind=adaptive",
                                              "--config.grid.seed=[0, 1, 2, 3]",
                                              "--config.design.budget=0.2"],
-     ["design.budget", "first round's 0.50"]),
+     ["design.budget", "first round's 0.33"]),
     ("design first round off the grid", ["--config.design.kind=adaptive",
                                          "--config.design.first=[1, 7]"],
      ["design.first", "7", "grid.depth"]),

@@ -102,7 +102,10 @@ def test_interval_holds_the_truth_at_its_level():
     p = pool(i, sd=[0.1, 0.2, 0.3, 0.4, 0.5], n=3)
     f = cell_law.fit(replay.cells_of(p, [(c, m) for c in range(5) for m in range(3)]))
     hits.append(f["ci95"][0] <= truth <= f["ci95"][1])
-  assert 0.92 <= np.mean(hits) <= 0.99  # a z interval (no t, no Satterthwaite) falls short
+  # a z interval (no t, no Satterthwaite) falls short; the dof is at most the deep end's
+  # own 2 here (cell_law.fit: an adaptive design's picks select cells whose scatter looks
+  # small, and Satterthwaite's larger dof then fell to 0.89 on a line), so it errs wide
+  assert 0.92 <= np.mean(hits) <= 0.999
 
 
 def test_rule_moves_seeds_to_the_ends_of_a_straight_line():
@@ -118,10 +121,14 @@ def test_rule_pays_for_compute_and_skips_censored_cells():
   p = pool(7)
   taken = [(c, m) for c in (0, 4) for m in range(3)]
   cells = replay.cells_of(p, taken)
-  cheap = design_rule.pick(cell_law.fit(cells), [math.inf] * 5, [1, 1, 1, 1, 9], [3, 0, 0, 0, 3],
-                           size=4, max_seeds=10, explore=0.0)
-  assert 4 not in [x["cell"] for x in cheap]  # the deep end costs 9x: seeds go shallower
-  assert [x["cell"] for x in cheap].count(0) >= 2
+  deep = {}
+  for name, cost in (("equal", [1] * 5), ("9x", [1, 1, 1, 1, 9])):
+    got = design_rule.pick(cell_law.fit(cells), [math.inf] * 5, cost, [3, 0, 0, 0, 3],
+                           size=8, max_seeds=10, explore=0.0)
+    deep[name] = [x["cell"] for x in got].count(4)
+  # each end's noise is its own 3 seeds' scatter: the deep end costing 9x loses picks to
+  # the shallow one (a rule blind to compute, or random, does not move them)
+  assert deep["9x"] <= deep["equal"] - 2, deep
   capped = [math.inf] * 4 + [cells[4].y[0] - 1.0]  # depth 5 now reaches its length
   censored = design_rule.pick(cell_law.fit(cells), capped, [1.0] * 5, [3, 0, 0, 0, 3],
                               size=4, max_seeds=10, explore=0.0)

@@ -23,9 +23,9 @@ def add(c: ml_collections.ConfigDict) -> None:
   field(c, "design.stop_ci", 0.0, "adaptive: stop once the slope's 95% interval is this "
         "narrow relative to the slope (0: spend the budget)")
   field(c, "design.first", [], "adaptive: the first round's depths, each of grid.depth ([]: "
-        "the ends and the middle)")
+        "the two ends)")
   field(c, "design.first_seeds", 2, "adaptive: seeds per first-round depth")
-  field(c, "design.round_size", 4, "adaptive: models chosen at each round barrier")
+  field(c, "design.round_size", 8, "adaptive: models chosen at each round barrier")
   field(c, "design.explore", 0.25, "adaptive: the share of a round's picks kept for depths "
         "with few seeds or far from the fitted line (a law that bends shows it)")
 

@@ -12,10 +12,11 @@ grows with depth is not given one sigma).
 A censored model (n* at the longest length measured) is a lower bound: a cell's mean is
 its maximum-likelihood value under a normal with the cell's sigma (EM), and the model
 counts for the Fisher information it carries (I: lambda (lambda - alpha), below 1, where
-an exact value counts 1). A cell's sigma is its seeds' scatter shrunk toward its
-neighbours' (a cell with one seed borrows theirs). The interval is Student's t on b with
-Satterthwaite's degrees of freedom from the cells' own, mapped through 1 / b; while a
-fitted cell has one seed it is unbounded (its noise is a neighbour's guess, and an
+an exact value counts 1). A cell's sigma is its seeds' scatter (a censored model at its
+bound) shrunk toward its adjacent cells' (a cell with one seed borrows its nearest). The
+interval is Student's t on b with Satterthwaite's degrees of freedom from the cells' own
+(at most the fewest of a cell that carries a tenth of Var(b)), mapped through 1 / b;
+while a fitted cell has one seed it is unbounded (its noise is a neighbour's guess, and an
 interval narrow for that reason would not hold the truth): so such a cell is shown but
 fitted only from its second seed, while two cells with two seeds exist. Pure numpy.
 """
@@ -94,9 +95,14 @@ def cell_mean(y, censored, sigma: float, steps: int = 200) -> float:
 
 
 def variances(cells: list[Cell]) -> tuple[np.ndarray, np.ndarray]:
-  """Per cell (sigma^2, its own degrees of freedom): the exact values' scatter, shrunk
-  toward the nearest cells' on each side that have one (all cells' pooled where none)."""
-  own = [np.asarray([v for v, c in zip(cl.y, cl.censored) if not c], float) for cl in cells]
+  """Per cell (sigma^2, its own degrees of freedom). A cell's scatter counts its censored
+  models at their bound (the true value lies beyond it, so the scatter is at least that:
+  two seeds that agree beside one that solved every length are not a quiet cell). It is
+  shrunk toward its adjacent cells' where they have one; a farther cell's noise is not
+  this one's (a shallow end borrowing a deep end's scatter sends the seeds to the wrong
+  end). A cell with no degrees of freedom borrows its nearest cells' on each side (all
+  cells' pooled where none)."""
+  own = [np.asarray(cl.y, float) if not all(cl.censored) else np.zeros(0) for cl in cells]
   dof = np.array([max(o.size - 1, 0) for o in own], float)
   s2 = np.array([o.var(ddof=1) if o.size > 1 else 0.0 for o in own])
   pooled = float((dof * s2).sum() / dof.sum()) if dof.sum() > 0 else math.nan
@@ -105,8 +111,13 @@ def variances(cells: list[Cell]) -> tuple[np.ndarray, np.ndarray]:
     left = [j for j in range(i - 1, -1, -1) if dof[j] > 0][:1]
     right = [j for j in range(i + 1, len(cells)) if dof[j] > 0][:1]
     near = left + right
-    prior = float(np.mean(s2[near])) if near else pooled
-    out[i] = (dof[i] * s2[i] + PRIOR_DOF * prior) / (dof[i] + PRIOR_DOF)
+    if dof[i] == 0:
+      out[i] = float(np.mean(s2[near])) if near else pooled
+      continue
+    adjacent = [j for j in near if abs(j - i) == 1]
+    w = PRIOR_DOF if adjacent else 0.0
+    prior = float(np.mean(s2[adjacent])) if adjacent else 0.0
+    out[i] = (dof[i] * s2[i] + w * prior) / (dof[i] + w)
   return np.maximum(out, VAR_FLOOR), dof
 
 
@@ -163,7 +174,10 @@ def fit(cells: list[Cell]) -> dict:
   eff = dof[seen]
   satt = (var_b**2 / float((v_c**2 / np.maximum(eff, 1e-9)).sum())
           if 0 < var_b < math.inf else 0.0)
-  df = min(satt, float(dof.sum()))
+  # Satterthwaite errs short at one or two degrees of freedom a cell: the interval takes
+  # no more than the poorest noise estimate among the cells that carry a tenth of Var(b)
+  big = v_c >= 0.1 * var_b
+  df = min(satt, float(dof.sum()), float(eff[big].min()) if big.any() else satt)
   half = t975(df) * math.sqrt(var_b) if var_b < math.inf and not thin.any() else math.inf
   lo_b, hi_b = b - half, b + half
   ci = [1 / hi_b, 1 / lo_b] if (lo_b > 0 or hi_b < 0) else [-math.inf, math.inf]

@@ -19,17 +19,18 @@ class Settings:
   budget: float = 0.6        # share of the grid's compute
   max_seeds: int = 10        # models per cell at most
   stop_ci: float = 0.0       # stop when the slope's 95% interval is this narrow (relative)
-  first: tuple = ()          # axis values of the first round (() = the ends and the middle)
+  first: tuple = ()          # axis values of the first round (() = the two ends)
   first_seeds: int = 2       # seeds per first-round cell
-  round_size: int = 4        # models per later round
+  round_size: int = 8        # models per later round
   explore: float = 0.25      # share of a round's picks kept for cells far from the line
 
 
 def first_cells(x_all, s: Settings) -> list[int]:
-  """The first round's cells, each once per seed: `first` or the ends and the middle;
-  seed by seed, the ends first (a round cut short still spans the axis)."""
+  """The first round's cells, each once per seed: `first` or the two ends (they carry a
+  straight line's slope; the middle is the explore picks' first call); seed by seed, the
+  ends first (a round cut short still spans the axis)."""
   xs = list(x_all)
-  want = list(s.first) or [xs[0], xs[-1], xs[len(xs) // 2]]
+  want = list(s.first) or [xs[0], xs[-1]]
   want = sorted(dict.fromkeys(want), key=lambda v: (v not in (xs[0], xs[-1]), xs.index(v)))
   return [xs.index(v) for _ in range(s.first_seeds) for v in want]
 

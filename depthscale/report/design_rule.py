@@ -8,9 +8,9 @@ best, adds e_c and scores again (V-optimal per unit cost, as Li et al. 2026 pick
 a fitted law): on a straight line it moves seeds to the ends, the more so where they are
 cheap or noisy. A cell with one seed enters the fit with its second (its noise is not
 measured before), and is scored as that. A share of each round (`explore`) goes to the
-cell with the fewest seeds while one has fewer than two, else to the cell farthest from
-the line if it departs by more than FAR of its own standard errors (a law that bends
-shows it; a straight one loses no picks to it). Ties go to the earlier cell. Pure numpy.
+cell farthest from those measured while one has fewer than two seeds, else to the cell
+farthest from the line if it departs by more than FAR of its own standard errors (a law
+that bends shows it; a straight one loses no picks to it). Ties go to the earlier cell. Pure numpy.
 """
 from __future__ import annotations
 
@@ -82,6 +82,8 @@ def pick(fit: dict, caps, cost, seeds, *, size: int, max_seeds: int,
       s = shrink(fit, caps, cost)
       c = max(open_c, key=lambda i: (s[i], -i))
       why, score = "variance", float(s[c])
+      if score <= 0:  # no one seed helps alone (it shifts the weights): the Neyman share
+        c, why, score = _neyman(fit, cost, open_c)
     else:
       c, why, score = pick_c
     picks.append({"cell": int(c), "score": score, "why": why})
@@ -91,13 +93,32 @@ def pick(fit: dict, caps, cost, seeds, *, size: int, max_seeds: int,
   return picks
 
 
+def _neyman(fit: dict, cost, open_c):
+  """The fitted cell furthest below its Neyman share of the models (|a_c| sigma_c /
+  sqrt(cost_c), the allocation that minimises Var(b) at a given compute for fixed
+  weights): where a single seed would not shrink Var(b) alone (on balanced ends a seed at
+  one end moves the weights toward a noisy middle; the pair would shrink it)."""
+  fitted = np.asarray(fit["fitted"], bool)
+  info, var = np.asarray(fit["info"], float), np.asarray(fit["var"], float)
+  a = np.zeros(len(info))
+  a[fitted] = cell_law.weights(np.asarray(fit["x"], float)[fitted], info[fitted])
+  share = np.abs(a) * np.sqrt(var) / np.sqrt(np.asarray(cost, float))
+  cand = [c for c in open_c if fitted[c] and share[c] > 0]
+  if not cand:
+    return min(open_c), "variance", 0.0
+  c = max(cand, key=lambda i: (share[i] / info[i], -i))
+  return c, "neyman share", float(share[c] / info[c])
+
+
 def _explore(open_c, seeds, far):
-  """An exploring pick: the cell with the fewest seeds while one has fewer than two, else
-  the one farthest from the line if it departs by more than FAR standard errors; None
-  (a variance pick instead) when every cell has two seeds and sits on the line."""
+  """An exploring pick: while a cell has fewer than two seeds, the one farthest from the
+  cells that have two (the middle, after the ends: where a bend shows most); else the cell
+  farthest from the line if it departs by more than FAR standard errors; None (a variance
+  pick instead) when every cell has two seeds and sits on the line."""
   few = [c for c in open_c if seeds[c] < 2]
   if few:
-    c = min(few, key=lambda i: (seeds[i], i))
+    done = [i for i in range(len(seeds)) if seeds[i] >= 2]
+    c = max(few, key=lambda i: (min([abs(i - j) for j in done] or [0]), -seeds[i], -i))
     return c, "few seeds", float(seeds[c])
   c = max(open_c, key=lambda i: (far[i], -i))
   return (c, "far from line", float(far[c])) if far[c] > FAR else None
