@@ -38,6 +38,9 @@ SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never fil
 FILES = ("config.json", "plan.json", "results.csv", "report.md", "fits.json", "claims.json")
 
 
+CHECK = ".depthscale-check-"  # a peer's probe that the directory is writable
+
+
 def check(workdir: str) -> None:
   """A one-line UserError unless `workdir` is (or can be created as) a writable
   directory whose group files all read; writes nothing that stays."""
@@ -51,13 +54,15 @@ def check(workdir: str) -> None:
   if not os.path.isdir(parent):
     raise UserError(f"--workdir {workdir!r}: {parent!r} is a file; give a directory path")
   try:
-    os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".depthscale-check-"))
+    os.rmdir(tempfile.mkdtemp(dir=parent, prefix=CHECK))
   except OSError as e:
     raise UserError(f"--workdir {workdir!r}: cannot write in {parent!r} ({e.strerror}); "
                     "choose another --workdir") from None
   if os.path.isdir(workdir):
     check_contents(workdir)
-    if read_config(workdir) is None and os.listdir(workdir):  # `run` would write here
+    theirs = [n for n in os.listdir(workdir) if not n.startswith((atomic.PREFIX, CHECK))]
+    if read_config(workdir) is None and theirs:  # `run` would write here (a peer's
+      # config.json half written, a temporary of atomic.write, is not someone else's file)
       raise UserError(f"{workdir} holds files but is not a depthscale workdir (no "
                       "config.json); give a new or empty --workdir (nothing of yours is "
                       "overwritten)")

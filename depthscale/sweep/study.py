@@ -198,6 +198,8 @@ def _comparable(d: dict) -> dict:
     out["model"] = {k: v for k, v in out["model"].items() if k not in HOW_COMPUTED}
   if isinstance(out.get("train"), dict):
     out["train"] = {k: v for k, v in out["train"].items() if k not in TRAIN_HOW_COMPUTED}
+  if isinstance(out.get("design"), dict) and out["design"].get("kind", "grid") == "grid":
+    out["design"] = {"kind": "grid"}  # a grid trains the same models whatever the rule's
   return out
 
 

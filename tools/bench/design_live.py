@@ -30,13 +30,22 @@ SPEC = "experiments/khop_depth.py:cpu,grow,adaptive"
 
 
 def train(workdir: str, seeds: list[int], kind: str) -> float:
-  """One study through `depthscale run`; its wall seconds."""
+  """One study through `depthscale run`; its wall seconds, kept beside it (<workdir>.wall):
+  a study this script finished before is read, not rerun (a grid compared again with a
+  changed rule keeps its measured time)."""
+  kept = workdir + ".wall"
+  if os.path.exists(kept):
+    with open(kept) as f:
+      return float(f.read())
   t0 = time.perf_counter()
   subprocess.run([sys.executable, "-m", "depthscale.cli", "run", "--config", SPEC,
                   "--workdir", workdir, "--no-progress", f"--config.grid.seed={seeds}",
                   f"--config.design.kind={kind}"], cwd=ROOT, check=True,
                  env=dict(os.environ, WANDB_MODE="disabled"))
-  return time.perf_counter() - t0
+  wall = time.perf_counter() - t0
+  with open(kept, "w") as f:
+    f.write(repr(wall))
+  return wall
 
 
 def outcome(workdir: str) -> dict:
