@@ -78,3 +78,16 @@ def test_the_recorded_replay_keeps_what_it_met():
   assert min(ad["coverage_by_share"][k] for k in ("0.5", "0.75", "1.0")) >= 0.9
   assert ad["rmse_by_share"]["0.75"] <= 1.1 * rules["ends"]["rmse_by_share"]["0.75"]
   assert got["settings"] == json.loads(json.dumps(dataclasses.asdict(design.Settings())))
+
+
+def test_a_grids_identity_ignores_the_adaptive_rules_fields():
+  """A grid trains the same models whatever design.explore or round_size say, so a
+  finished grid reruns under a changed rule; an adaptive study's rule is its identity."""
+  from depthscale import config
+  from depthscale.sweep import study as study_lib
+  spec = "experiments/khop_depth.py:cpu,grow,adaptive"
+  ident = lambda *o: study_lib.identity(config.load(spec, list(o)))
+  grid = ident("design.kind='grid'")
+  assert grid == ident("design.kind='grid'", "design.explore=0.5", "design.round_size=3")
+  assert ident("design.explore=0.5") != ident()  # adaptive: the rule decides the models
+  assert ident("design.kind='grid'", "grid.seed=[0, 1, 2]") != grid
