@@ -4,15 +4,16 @@ of XLA flags, and whether it runs at all: the question behind `depthscale run`'s
 attention failed on an H200 (BUILD_NOTES, the third GPU check) and `attention=auto` gives
 XLA's slower kernel instead.
 
-  python tools/gpu/determinism_probe.py [--attention cudnn] [--steps 20] [--json OUT.json]
+  python tools/gpu/determinism_probe.py [--attention cudnn] [--steps 20] [--dtype float32]
+      [--json OUT.json]
 
 For each flag set (FLAG_SETS) two fresh processes (no compilation cache: each compiles and
-autotunes its own) each train the paper preset's shape at depth 2 (3 models, bf16, width
-512, seq 128, batch 128 on a GPU; bench's CPU size on a CPU) for --steps steps from the
-same initial state twice in a row, and hash every parameter and optimizer state. A flag
-set keeps `run`'s promise (a resumed or rerun study repeats itself bit for bit) only if
-all four hashes agree. A program that fails is reported with its error. On a CPU every
-flag set is expected to agree (tests/test_gpu_check.py).
+autotunes its own) each train the paper preset's shape at depth 2 (3 models, bf16 unless
+--dtype says, width 512, seq 128, batch 128 on a GPU; bench's CPU size on a CPU) for
+--steps steps from the same initial state twice in a row, and hash every parameter and
+optimizer state. A flag set keeps `run`'s promise (a resumed or rerun study repeats itself
+bit for bit) only if all four hashes agree. A program that fails is reported with its
+error. On a CPU every flag set is expected to agree (tests/test_gpu_check.py).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ FLAG_SETS = {  # in order of what the answer decides; the JSON is rewritten afte
 }
 
 
-def child(attention: str, steps: int) -> dict:
+def child(attention: str, steps: int, dtype: str | None = None) -> dict:
   """In this process (XLA_FLAGS already set by the parent): two runs from one initial
   state, each run's hash and seconds."""
   import jax
@@ -46,6 +47,7 @@ def child(attention: str, steps: int) -> dict:
   devs = jax.local_devices()[:1]
   p = dataclasses.replace(shapes.on_platform(shapes.PRESETS["paper"], devs[0].platform),
                           depth=2, engine_k=steps)
+  p = dataclasses.replace(p, dtype=dtype or p.dtype)
   task = tasks.make(shapes.TASK, **shapes.TASK_OPTIONS)
   prog = engine_program(task, p, shapes.grid_specs(p, p.models), devs, dtype=p.dtype,
                         options={"attention": attention})
@@ -60,17 +62,18 @@ def child(attention: str, steps: int) -> dict:
     for leaf in leaves:
       digest.update(np.ascontiguousarray(leaf).tobytes())
     runs.append({"hash": digest.hexdigest()[:16], "s": seconds})
-  return {"runs": runs, "device": devs[0].device_kind}
+  return {"runs": runs, "device": devs[0].device_kind, "dtype": p.dtype}
 
 
-def probe(flags: str, attention: str, steps: int) -> dict:
+def probe(flags: str, attention: str, steps: int, dtype: str | None = None) -> dict:
   """Two processes under `flags`: their four hashes, or the first one's error."""
   env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip())
   env.pop("JAX_COMPILATION_CACHE_DIR", None)
   procs = []
   for _ in range(2):
     out = subprocess.run([sys.executable, __file__, "--child", "--attention", attention,
-                          "--steps", str(steps)], env=env, capture_output=True, text=True)
+                          "--steps", str(steps)] + (["--dtype", dtype] if dtype else []),
+                         env=env, capture_output=True, text=True)
     if out.returncode:
       lines = [s for s in out.stderr.strip().splitlines() if s.strip()]
       return {"flags": flags, "ran": False, "error": "\n".join(lines[-3:])[-600:]}
@@ -80,24 +83,26 @@ def probe(flags: str, attention: str, steps: int) -> dict:
           "same_in_a_process": all(p["runs"][0]["hash"] == p["runs"][1]["hash"] for p in procs),
           "same_across_processes": len(set(hashes)) == 1,
           "run_s": [r["s"] for proc in procs for r in proc["runs"]],
-          "device": procs[0]["device"]}
+          "device": procs[0]["device"], "dtype": procs[0].get("dtype")}
 
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--attention", default="cudnn", help="the model's attention option")
   ap.add_argument("--steps", type=int, default=20)
+  ap.add_argument("--dtype", choices=("float32", "bfloat16"),
+                  help="the models' compute dtype instead of the preset's (bfloat16)")
   ap.add_argument("--json", help="where to write the result")
   ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
   if args.steps < 1:
     raise SystemExit(f"--steps must be at least 1, got {args.steps}")
   if args.child:
-    print(json.dumps(child(args.attention, args.steps)))
+    print(json.dumps(child(args.attention, args.steps, args.dtype)))
     return 0
   result = {"attention": args.attention, "steps": args.steps, "flag_sets": {}}
   for name, flags in FLAG_SETS.items():
-    row = result["flag_sets"][name] = probe(flags, args.attention, args.steps)
+    row = result["flag_sets"][name] = probe(flags, args.attention, args.steps, args.dtype)
     verdict = (f"reproducible {row['same_across_processes']} (in a process "
                f"{row['same_in_a_process']}), hashes {row['hashes']}" if row["ran"]
                else f"FAILED: {row['error']}")
