@@ -40,8 +40,9 @@
 #   plan, run                           45 each   the quickstart smoke study, planned then run
 #   plan_smoke_flops                    20        `plan --device h100` of it
 # In quick mode (a CPU) the benches, plan_a5 and ablation_paper are skipped; settings,
-# a5_kill_rerun (40 steps), determinism (2 steps), gelu_paper (bench's CPU size, depth 2,
-# float32, 1 round) and reach_* (the :smoke study) run at CPU sizes.
+# a5_kill_rerun (depths 1-2, 20 steps, killed after its checkpoint at 10), determinism (2
+# steps, float32), gelu_paper (bench's CPU size, depth 2, float32, 1 round), reach_* and
+# plan/run (the :smoke studies at 20 steps) run at CPU sizes.
 # GPU_CHECK_STEP_TIMEOUT caps every step's limit. GPU_CHECK_STEPS="NAME ..." runs those steps
 # only, keeping what an earlier run left in the same GPU_CHECK_WORK (a check in two calls). A failed step keeps its error text and the
 # others go on; the JSON then has "ok": false and the failed steps. Logs stay in
@@ -73,10 +74,15 @@ if [ "$quick" = 1 ]; then
   # compile times are part of what the check reports).
   export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/jax-cache}
   export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}
-  study=(--config.train.steps=40 --config.train.steps_per_call=20 --config.checkpoint_every=20)
+  # The studies at 20 steps, 2 dispatches of 10, unsaved (the smoke default is every 60
+  # steps); the A5 study killed and rerun at depths 1 and 2 (2 seeds: a padded group of 4),
+  # saved once, at step 10 (the kill lands after it).
+  study=(--config.train.steps=20 --config.train.steps_per_call=10)
+  kill_study=("${study[@]}" --config.checkpoint_every=10 "--config.grid.depth=[1, 2]")
   torch_device=cpu
 else
   study=()
+  kill_study=()
   torch_device=cuda
 fi
 
@@ -123,7 +129,7 @@ minutes() { other_part "$1" || skip "$1" "skipped: quick mode (minutes on a CPU)
 
 if [ "$quick" = 1 ]; then
   ablate=(--rounds 1 --depth 2 --dtype float32)  # bench's CPU size of the paper preset
-  probe=(--steps 2)
+  probe=(--steps 2 --dtype float32)  # as ablate: bf16 compiles and runs slower on a CPU
   reach=experiments/reachability_depth.py:smoke
 else
   ablate=(--rounds 5)
@@ -131,8 +137,13 @@ else
   reach=experiments/reachability_depth.py
 fi
 # the paper shape's engine (bench_paper, gelu_paper's and ablation_paper's first variant):
-# compiled once, kept in this cache (the session's later parts run on the same machine)
-paper_cache=(env JAX_COMPILATION_CACHE_DIR="$work/paper-cache")
+# compiled once, kept in this cache (the session's later parts run on the same machine); in
+# quick mode the one cache above, which the test suite's processes share
+if [ "$quick" = 1 ]; then
+  paper_cache=()
+else
+  paper_cache=(env JAX_COMPILATION_CACHE_DIR="$work/paper-cache")
+fi
 
 # Issue 60, item 1: the paper shape under run's settings against torch.compile, and the
 # A5 smoke study killed once and rerun.
@@ -149,7 +160,7 @@ fi
 other_part a5_kill_rerun || rm -rf "$work/a5_kill"
 run_step a5_kill_rerun 200 "$PYTHON" tools/gpu/kill_rerun.py --workdir "$work/a5_kill" \
   --json "$work/a5_kill_rerun.json" -- --config experiments/a5_depth.py:smoke --no-progress \
-  "${study[@]}"
+  "${kill_study[@]}"
 
 # Item 2: can run keep cuDNN (drop its flag)? Item 4: the GELU that keeps only its input.
 run_step determinism 150 "$PYTHON" tools/gpu/determinism_probe.py "${probe[@]}" \
