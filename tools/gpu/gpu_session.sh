@@ -61,6 +61,12 @@ numpy.__version__, jax.devices())"
 } >"$out/env.txt" 2>&1
 work=${GPU_SESSION_WORK:-/tmp/gpu_session_check}
 [ "$part" = 1 ] || [ "$part" = all ] && rm -rf "$work"  # part 1 starts a fresh check
+# In quick mode (a CPU, its test) parts 2-4 keep the settings an earlier part recorded in
+# the same work dir: the same machine, nothing to measure again.
+if [ "${GPU_CHECK_QUICK:-0}" = 1 ] && [ "$(cat "$work/settings.rc" 2>/dev/null)" = 0 ]; then
+  steps=$(echo " $steps " | sed 's/ settings / /')
+  steps=$(echo $steps)
+fi
 # the check's deadline: the part's budget less what came before, less 100 s in part 2 for
 # the GPU-only tests after it
 reserve=$([ "$part" = 2 ] && [ "${GPU_CHECK_QUICK:-0}" != 1 ] && echo 100 || echo 0)
