@@ -7,10 +7,11 @@ the variance it removes, Var(b) - Var(b | I_c + e_c), per unit of its compute, p
 best, adds e_c and scores again (V-optimal per unit cost, as Li et al. 2026 pick runs for
 a fitted law): on a straight line it moves seeds to the ends, the more so where they are
 cheap or noisy. A cell with one seed enters the fit with its second (its noise is not
-measured before), and is scored as that. A share of each round (`explore`) goes to the
-cell farthest from those measured while one has fewer than two seeds, else to the cell
-farthest from the line if it departs by more than FAR of its own standard errors (a law
-that bends shows it; a straight one loses no picks to it). Ties go to the earlier cell. Pure numpy.
+measured before), and is scored as that. A share of each round (`explore`) goes to an
+unmeasured cell (the farthest from those measured) while one has fewer than two seeds,
+else to the cell farthest from the line if it departs by more than FAR of its own
+standard errors (a law that bends shows it; a straight one loses no picks to it). Ties go
+to the earlier cell. Pure numpy.
 """
 from __future__ import annotations
 
@@ -111,14 +112,15 @@ def _neyman(fit: dict, cost, open_c):
 
 
 def _explore(open_c, seeds, far):
-  """An exploring pick: while a cell has fewer than two seeds, the one farthest from the
-  cells that have two (the middle, after the ends: where a bend shows most); else the cell
+  """An exploring pick: while a cell has fewer than two seeds, an unmeasured one before a
+  second seed anywhere, the farthest from the measured cells first (the middle, after the
+  ends: where a bend shows most; ties to the shallower, cheaper one); else the cell
   farthest from the line if it departs by more than FAR standard errors; None (a variance
   pick instead) when every cell has two seeds and sits on the line."""
   few = [c for c in open_c if seeds[c] < 2]
   if few:
-    done = [i for i in range(len(seeds)) if seeds[i] >= 2]
-    c = max(few, key=lambda i: (min([abs(i - j) for j in done] or [0]), -seeds[i], -i))
+    seen = [i for i in range(len(seeds)) if seeds[i] >= 1]
+    c = max(few, key=lambda i: (-seeds[i], min([abs(i - j) for j in seen] or [0]), -i))
     return c, "few seeds", float(seeds[c])
   c = max(open_c, key=lambda i: (far[i], -i))
   return (c, "far from line", float(far[c])) if far[c] > FAR else None
