@@ -5,18 +5,15 @@ attention failed on an H200 (BUILD_NOTES, the third GPU check) and `attention=au
 XLA's slower kernel instead.
 
   python tools/gpu/determinism_probe.py [--attention cudnn] [--steps 20] [--dtype float32]
-      [--share-cache] [--json OUT.json]
+      [--json OUT.json]
 
-For each flag set (FLAG_SETS) two fresh processes each train the paper preset's shape at
-depth 2 (3 models, bf16 unless --dtype says, width 512, seq 128, batch 128 on a GPU; bench's
-CPU size on a CPU) for --steps steps from the same initial state twice in a row, and hash
-every parameter and optimizer state. They use no compilation cache: each compiles and
-autotunes its own. With --share-cache (gpu_check.sh's quick mode, on a CPU, which
-autotunes nothing) they keep JAX_COMPILATION_CACHE_DIR and the second reads the first's
-programs, as kill_rerun.py's runs do there. A flag set keeps `run`'s promise (a resumed or
-rerun study repeats itself bit for bit) only if all four hashes agree. A program that fails
-is reported with its error. On a CPU every flag set is expected to agree
-(tests/test_gpu_check.py).
+For each flag set (FLAG_SETS) two fresh processes (no compilation cache: each compiles and
+autotunes its own) each train the paper preset's shape at depth 2 (3 models, bf16 unless
+--dtype says, width 512, seq 128, batch 128 on a GPU; bench's CPU size on a CPU) for
+--steps steps from the same initial state twice in a row, and hash every parameter and
+optimizer state. A flag set keeps `run`'s promise (a resumed or rerun study repeats itself
+bit for bit) only if all four hashes agree. A program that fails is reported with its
+error. On a CPU every flag set is expected to agree (tests/test_gpu_check.py).
 """
 from __future__ import annotations
 
@@ -68,12 +65,10 @@ def child(attention: str, steps: int, dtype: str | None = None) -> dict:
   return {"runs": runs, "device": devs[0].device_kind, "dtype": p.dtype}
 
 
-def probe(flags: str, attention: str, steps: int, dtype: str | None = None,
-          share_cache: bool = False) -> dict:
+def probe(flags: str, attention: str, steps: int, dtype: str | None = None) -> dict:
   """Two processes under `flags`: their four hashes, or the first one's error."""
   env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip())
-  if not share_cache:
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+  env.pop("JAX_COMPILATION_CACHE_DIR", None)
   procs = []
   for _ in range(2):
     out = subprocess.run([sys.executable, __file__, "--child", "--attention", attention,
@@ -97,9 +92,6 @@ def main(argv=None) -> int:
   ap.add_argument("--steps", type=int, default=20)
   ap.add_argument("--dtype", choices=("float32", "bfloat16"),
                   help="the models' compute dtype instead of the preset's (bfloat16)")
-  ap.add_argument("--share-cache", action="store_true",
-                  help="the children keep JAX_COMPILATION_CACHE_DIR (a CPU; on a GPU each "
-                       "must compile and autotune its own)")
   ap.add_argument("--json", help="where to write the result")
   ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
@@ -108,11 +100,9 @@ def main(argv=None) -> int:
   if args.child:
     print(json.dumps(child(args.attention, args.steps, args.dtype)))
     return 0
-  result = {"attention": args.attention, "steps": args.steps,
-            "shared_cache": args.share_cache, "flag_sets": {}}
+  result = {"attention": args.attention, "steps": args.steps, "flag_sets": {}}
   for name, flags in FLAG_SETS.items():
-    row = result["flag_sets"][name] = probe(flags, args.attention, args.steps, args.dtype,
-                                            args.share_cache)
+    row = result["flag_sets"][name] = probe(flags, args.attention, args.steps, args.dtype)
     verdict = (f"reproducible {row['same_across_processes']} (in a process "
                f"{row['same_in_a_process']}), hashes {row['hashes']}" if row["ran"]
                else f"FAILED: {row['error']}")

@@ -41,8 +41,8 @@
 #   plan_smoke_flops                    20        `plan --device h100` of it
 # In quick mode (a CPU) the benches, plan_a5 and ablation_paper are skipped; settings,
 # a5_kill_rerun (depths 1-2, 20 steps, killed after its checkpoint at 10), determinism (2
-# steps, float32, the compilation cache shared), gelu_paper (bench's CPU size, depth 2,
-# float32, 1 round), reach_* and plan/run (the :smoke studies at 20 steps) run at CPU sizes.
+# steps, float32), gelu_paper (bench's CPU size, depth 2, float32, 1 round), reach_* and
+# plan/run (the :smoke studies at 20 steps) run at CPU sizes.
 # GPU_CHECK_STEP_TIMEOUT caps every step's limit. GPU_CHECK_STEPS="NAME ..." runs those steps
 # only, keeping what an earlier run left in the same GPU_CHECK_WORK (a check in two calls). A failed step keeps its error text and the
 # others go on; the JSON then has "ok": false and the failed steps. Logs stay in
@@ -129,8 +129,7 @@ minutes() { other_part "$1" || skip "$1" "skipped: quick mode (minutes on a CPU)
 
 if [ "$quick" = 1 ]; then
   ablate=(--rounds 1 --depth 2 --dtype float32)  # bench's CPU size of the paper preset
-  # as ablate: bf16 compiles and runs slower on a CPU; the cache above, as kill_rerun's runs
-  probe=(--steps 2 --dtype float32 --share-cache)
+  probe=(--steps 2 --dtype float32)  # as ablate: bf16 compiles and runs slower on a CPU
   reach=experiments/reachability_depth.py:smoke
 else
   ablate=(--rounds 5)
