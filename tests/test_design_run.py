@@ -45,15 +45,24 @@ def checkpointed(workdir):
   return any(d.isdigit() for _, ds, _ in os.walk(workdir / "checkpoints") for d in ds)
 
 
-@pytest.mark.slow
-def test_killed_anywhere_the_design_decides_the_same(tmp_path):
-  ref = tmp_path / "ref"
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+  """The study run once, uninterrupted: its workdir, round files and rows (both tests
+  compare with it; one xdist group, so it trains once)."""
+  ref = tmp_path_factory.mktemp("design") / "ref"
   code, err = run_to_end(ref)
   assert code == 0, err[-2000:]
   want = rounds(ref)
   assert len(want) >= 2 and "design decision 1:" in err, err[-2000:]
   rows = read_rows(ref)
-  assert len(rows) > 6  # the first round's 6 and at least one decision's
+  assert len(rows) > 6  # the first round's and at least one decision's
+  return ref, want, rows
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("design_run")
+def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference):
+  ref, want, rows = reference
   got = tmp_path / "got"
   p = cli("run", *ARGS, "--workdir", str(got))  # 1: in the first round, once checkpointed
   deadline = time.time() + 300
@@ -85,9 +94,9 @@ def rounds_or_none(workdir):
 
 
 @pytest.mark.slow
-def test_two_workers_make_each_decision_once(tmp_path):
-  ref = tmp_path / "ref"
-  assert run_to_end(ref)[0] == 0
+@pytest.mark.xdist_group("design_run")
+def test_two_workers_make_each_decision_once(tmp_path, reference):
+  ref = reference[0]
   w = tmp_path / "w"
   ps = [cli("run", *ARGS, "--workdir", str(w)) for _ in range(2)]
   errs = [p.communicate(timeout=600)[1] for p in ps]
