@@ -35,6 +35,25 @@ def test_size_star_is_the_last_size_of_an_unbroken_run():
   assert got == {(1, 0): 4, (1, 1): 8, (2, 0): 8}
 
 
+def test_an_adaptive_study_missing_a_depth_leaves_its_claims_undecided():
+  """A claim judged on fewer depths than its grid's would hold where the grid's fails
+  (khop_bound at depth 4 below, as live on seeds 10-13): undecided, said in the report."""
+  from depthscale.report import sections
+  rows = [_row(depth=d, seed=0, n_star=n, k_star=k) for d, n, k in
+          [(1, 4, 0), (2, 6, 1), (3, 9, 2), (4, 10, 2), (5, 14, 4)]]
+  claim = [dict(claim="c", paper="p", kind="khop_bound", k_max=4)]
+  config = {"design": {"kind": "adaptive"}, "grid": {"depth": [1, 2, 3, 4, 5]}}
+  assert claims.check(claim, rows, [], {}, {}, 0.95)[0]["holds"] is False  # depth 4: k* 2
+  without = [r for r in rows if r["depth"] != 4]
+  assert claims.check(claim, without, [], {}, {}, 0.95)[0]["holds"] is True  # judged on 1-3, 5
+  assert claims.unmeasured_depths(config, without) == [4]
+  assert claims.unmeasured_depths(dict(config, design={"kind": "grid"}), without) == []
+  got = claims.check(claim, without, [], {}, {}, 0.95, claims.unmeasured_depths(config, without))
+  assert got[0]["holds"] is None and "undecided: depth 4 not trained" in got[0]["measured"]
+  md = "\n".join(sections.claims(got))
+  assert "0 of 1 hold, 1 undecided" in md and "| undecided |" in md
+
+
 def test_claim_kinds_on_made_up_rows():
   rows = [_row(depth=d, seed=s, eval_loss=l, n_star=n, k_star=k) for d, s, l, n, k in
           [(1, 0, 0.9, 2, 0), (1, 1, 0.8, 3, 0), (2, 0, 0.5, 5, 1), (2, 1, 0.05, 4, 1),

@@ -16,7 +16,8 @@ def outcomes(workdir: str) -> str:
   depths = sorted({int(r["depth"]) for r in rows})
   best = lambda col, d: max(int(r[col]) for r in rows if int(r["depth"]) == d)
   with open(os.path.join(workdir, "claims.json")) as f:
-    verdicts = ["holds" if c["holds"] else "fails" for c in json.load(f)]
+    verdicts = [{True: "holds", False: "fails", None: "undecided"}[c["holds"]]
+                for c in json.load(f)]
   return (f"best n* {', '.join(str(best('n_star', d)) for d in depths)}; hardest k "
           f"{', '.join(str(best('k_star', d)) for d in depths)} (depths "
           f"{', '.join(map(str, depths))}); claims {', '.join(verdicts)}")

@@ -58,10 +58,13 @@ def load_pool(name: str = POOL):
 
 
 def _verdicts(c):
+  """Claims' verdicts of a subset of the pool's rows, judged as an adaptive study judges
+  them: undecided (None) while a depth of the grid has no model."""
   from depthscale.report import claims, fits
+  grid = {"design": {"kind": "adaptive"}, "grid": {"depth": list(c.grid.depth)}}
   def of(rows):
     got = claims.check(c.report.claims, rows, [], fits.all_fits(rows, B=100), {},
-                       c.eval.threshold)
+                       c.eval.threshold, claims.unmeasured_depths(grid, rows))
     return tuple(x["holds"] for x in got)
   return of
 

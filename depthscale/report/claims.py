@@ -256,8 +256,11 @@ def check_spec(claims, companions) -> None:
                        f"report.companions ({', '.join(companions) or 'none'})")
 
 
-def check(claims, rows, groups, all_fit, companions, threshold: float) -> list[dict]:
-  """The study's claims checked on this run, as claims.json holds them."""
+def check(claims, rows, groups, all_fit, companions, threshold: float,
+          unmeasured=()) -> list[dict]:
+  """The study's claims checked on this run, as claims.json holds them. `unmeasured`:
+  depths of the grid with no model (an adaptive design's): each claim is then undecided
+  ("holds": None), not judged on the depths there are."""
   rows = [{**r, "positions_solved": positions_solved(r)} for r in rows]
   ctx = dict(rows=rows, groups=groups, fits=all_fit, companions=companions,
              size_rows=fits.size_rows(rows, threshold))
@@ -268,7 +271,20 @@ def check(claims, rows, groups, all_fit, companions, threshold: float) -> list[d
       raise ValueError(f"report.claims: unknown kind {c.get('kind')!r}; valid: "
                        f"{', '.join(KINDS)}")
     measured, holds = KINDS[c["kind"]](ctx, c)
+    holds = bool(holds)
+    if unmeasured:
+      measured += (f" (undecided: depth {', '.join(map(str, unmeasured))} not trained, "
+                   "where the grid has it)")
+      holds = None
     out.append({"claim": c["claim"], "paper": c.get("paper", ""), "measured": measured,
-                "holds": bool(holds)})
+                "holds": holds})
   return out
+
+
+def unmeasured_depths(config: dict, rows) -> list:
+  """An adaptive study's grid depths with no model among `rows` (none for a grid)."""
+  if (config.get("design") or {}).get("kind", "grid") != "adaptive":
+    return []
+  have = {r.get("depth") for r in rows}
+  return [d for d in (config.get("grid") or {}).get("depth") or [] if d not in have]
 

@@ -190,7 +190,8 @@ def build_report(workdir: str) -> str:
   except (ValueError, TypeError) as e:
     raise UserError(f"{workdir}/config.json: {e}; fix its report section, or restore "
                     "it") from None
-  checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold)
+  checked = claims_lib.check(rep.get("claims") or [], rows, groups, all_fit, others, threshold,
+                             claims_lib.unmeasured_depths(config, rows))
   atomic.write(os.path.join(workdir, "fits.json"),
                json.dumps({"fits": all_fit, "settings": sets}, indent=1))
   atomic.write(os.path.join(workdir, "claims.json"), json.dumps(checked, indent=1))

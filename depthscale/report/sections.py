@@ -29,11 +29,14 @@ def table(head, body) -> list[str]:
 def claims(checked: list[dict]) -> list[str]:
   if not checked:
     return []
-  held = sum(c["holds"] for c in checked)
+  held = sum(c["holds"] is True for c in checked)
+  open_ = sum(c["holds"] is None for c in checked)
+  said = {True: "yes", False: "**no**", None: "undecided"}
   return (["## The paper's claims, checked on this run", "",
-           f"{held} of {len(checked)} hold (also in claims.json).", ""]
+           f"{held} of {len(checked)} hold" + (f", {open_} undecided" if open_ else "")
+           + " (also in claims.json).", ""]
           + table(["claim", "paper", "measured here", "holds"],
-                  [[c["claim"], c["paper"], c["measured"], "yes" if c["holds"] else "**no**"]
+                  [[c["claim"], c["paper"], c["measured"], said[c["holds"]]]
                    for c in checked]) + [""])
 
 
