@@ -48,7 +48,7 @@ def cells_of(pool: Pool, taken) -> list[cell_law.Cell]:
 
 
 def _seq_adaptive(pool, order, grid_cost, s: design.Settings):
-  taken, spent, rounds = [], 0.0, []
+  taken, spent = [], 0.0
   used = [0] * len(pool.x)
 
   def take(cells):
@@ -65,9 +65,8 @@ def _seq_adaptive(pool, order, grid_cost, s: design.Settings):
     d = design.decide(cells_of(pool, taken), pool.cost, grid_cost, spent, full)
     if d["stop"]:
       break
-    rounds.append([(p["cell"], p["score"]) for p in d["picks"]])
     take([p["cell"] for p in d["picks"]])
-  return taken, rounds
+  return taken
 
 
 def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Settings):
@@ -75,7 +74,7 @@ def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Setti
   C = len(pool.x)
   grid_cost = grid_seeds * float(np.sum(pool.cost))
   if rule == "adaptive":
-    return _seq_adaptive(pool, order, grid_cost, s)[0]
+    return _seq_adaptive(pool, order, grid_cost, s)
   if rule == "grid_order":
     return [(c, order[c][i]) for c in range(C) for i in range(grid_seeds)]
   if rule == "random":
