@@ -70,11 +70,15 @@ def test_padded_group_trains_each_model_as_alone(pos, specs):
 
 # Two true shapes, one padded in depth, width and heads, the other twice (models 0 and 2:
 # _assemble stacks by shape and puts them back in order), two looped shapes, vector
-# inputs. Each model is an eager init of seconds in the reference (BUILD_NOTES).
+# inputs, a model computed another way. Each model is an eager init of seconds in the
+# reference (BUILD_NOTES).
 INIT_CASES = [(dict(vocab=16, max_len=24, output_dim=16),
                MIXED[:2] + [ModelSpec(2, 32, 4, seed=5)]),
               (dict(vocab=8, max_len=8, output_dim=8, pos="none"), LOOPED[:2]),
-              (dict(input_dim=5, max_len=8, output_dim=3, compute_dtype="bfloat16"), MIXED[:2])]
+              (dict(input_dim=5, max_len=8, output_dim=3, compute_dtype="bfloat16"), MIXED[:2]),
+              # how it is computed, not its parameters: one shared init (ensemble.init_config)
+              (dict(vocab=8, max_len=8, output_dim=8, attention="dot_product", remat="block",
+                    unroll="full", gelu="recompute"), [ModelSpec(2, 16, 2, seed=3)])]
 
 
 def test_compiled_init_is_bitwise_the_init_op_by_op():

@@ -76,17 +76,29 @@ def init_params(specs, cfg: ModelConfig):
   reference and refill with that shape reuses; a second, cheap program pads and stacks
   them (one per group composition)."""
   parts = [compiled.bounded(_init_true, KEEP_INITS)(
-               true_config(cfg, s), s.shape(), init_key(s.seed)[None]) for s in specs]
-  return compiled.bounded(_assemble, KEEP_INITS)(cfg, tuple(s.shape() for s in specs), parts)
+               init_config(true_config(cfg, s)), s.shape(), init_key(s.seed)[None])
+           for s in specs]
+  return compiled.bounded(_assemble, KEEP_INITS)(init_config(cfg), tuple(s.shape() for s in specs),
+                                                 parts)
 
 
 KEEP_INITS = 32  # compiled programs of each kind kept per process (refills reuse a few)
 
 
-def _dummy_input(cfg: ModelConfig):
-  """One sequence of `cfg`'s input kind, for flax's init."""
-  return (jnp.zeros((cfg.max_len,), jnp.int32) if cfg.vocab is not None
-          else jnp.zeros((cfg.max_len, cfg.input_dim), jnp.float32))
+def init_config(cfg: ModelConfig) -> ModelConfig:
+  """`cfg` with the fields that choose how the model is computed, not its parameters
+  (kernels, remat, unrolling, GELU, compute dtype), at one value: every variant of a
+  shape shares one compiled init, and its parameters are bit for bit the variant's own
+  (tests/test_core.py)."""
+  return dataclasses.replace(cfg, attention="einsum", remat="none", unroll="none",
+                             gelu="xla", compute_dtype=None)
+
+
+def _dummy_input(cfg: ModelConfig, length: int | None = None):
+  """A sequence of `cfg`'s input kind (max_len long unless `length`), for flax's init."""
+  t = cfg.max_len if length is None else length
+  return (jnp.zeros((t,), jnp.int32) if cfg.vocab is not None
+          else jnp.zeros((t, cfg.input_dim), jnp.float32))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -95,7 +107,7 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
   Bitwise what flax's init of each model alone gives op by op (transformer.normal keeps
   XLA from folding the init's scale into the sampler; tests/test_core.py checks it), so
   a figure recorded with the eager init (before 8778ff9, 2026-11-26) does not move."""
-  dummy = _dummy_input(tcfg)
+  dummy = _dummy_input(tcfg, length=1)  # the forward init runs shapes no parameter
   tarch = arch_for(tcfg, shape[0], shape[1], shape[2], shape[3])
   return jax.vmap(lambda k: Transformer(tcfg).init(k, dummy, tarch)["params"])(keys)
 
@@ -104,7 +116,7 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
 def _assemble(cfg: ModelConfig, shapes: tuple, parts):
   """The models' true-shaped parameters (one [1, ...] tree each, in model order),
   zero-padded into `cfg`'s shape and stacked [M, ...]: one pad per true shape."""
-  dummy = _dummy_input(cfg)
+  dummy = _dummy_input(cfg, length=1)
   padded_like = jax.eval_shape(
       lambda k: Transformer(cfg).init(k, dummy, arch_for(cfg, cfg.depth, cfg.width, cfg.heads,
                                                          cfg.repeats))["params"],
