@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 # Before JAX starts (here, and inherited by every `depthscale` process a test starts):
 # XLA compiles with most optimizations off (LLVM at -O0, no expensive passes). The suite's
@@ -201,12 +202,30 @@ def _on_jax_duration(event, secs, fun_name=None, **_):
 jax.monitoring.register_event_duration_secs_listener(_on_jax_duration)
 
 
+USER_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "depthscale")
+_started = {}
+
+
+def written_since(root: str, since: float) -> list[str]:
+  """Files under `root` modified after `since`."""
+  return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs
+          if os.path.getmtime(os.path.join(d, f)) > since]
+
+
 def pytest_configure(config):
+  _started["t"] = time.time()
   if not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers inherit it
     os.environ["DEPTHSCALE_TEST_JAX_TIME"] = tempfile.mkdtemp(prefix="jax-time-")
 
 
 def pytest_sessionfinish(session):
+  if not os.environ.get("PYTEST_XDIST_WORKER") and (
+      new := written_since(USER_CACHE, _started["t"])):
+    # a process a test started without the suite's caches (an environment read before
+    # the session set them): it compiled afresh and wrote into the user's home
+    print(f"\nconftest: the tests wrote {len(new)} file(s) into {USER_CACHE}, e.g. {new[0]}; "
+          "start processes with os.environ as it is at the test's run", file=sys.stderr)
+    session.exitstatus = 1
   out = os.environ.get("DEPTHSCALE_TEST_JAX_TIME")
   if out and os.path.isdir(out):
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -18,12 +18,16 @@ from depthscale.tasks import Batch, contract
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TUTORIAL = os.path.join(ROOT, "docs", "own_task.md")
-ENV = dict(os.environ, WANDB_MODE="disabled")
+def user_env(**extra) -> dict:
+  """os.environ as it is when the test runs (with the suite's compilation and probe
+  caches, which conftest sets once the session starts: read at import, a process started
+  here compiled everything afresh and kept its probes in ~/.cache), W&B off."""
+  return dict(os.environ, WANDB_MODE="disabled", **extra)
 
 
-def cli(*args, cwd=ROOT, env=ENV):
-  return subprocess.run([sys.executable, "-m", "depthscale.cli", *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=600)
+def cli(*args, cwd=ROOT, env=None):
+  return subprocess.run([sys.executable, "-m", "depthscale.cli", *args], cwd=cwd,
+                        env=env or user_env(), capture_output=True, text=True, timeout=600)
 
 
 def tutorial_files() -> dict[str, str]:
@@ -150,7 +154,7 @@ def test_entry_point_task_from_an_installed_package(tmp_path):
                         "--no-build-isolation", "--no-index", "--target", str(site), str(src)],
                        capture_output=True, text=True, timeout=300)
   assert pip.returncode == 0, pip.stderr
-  env = dict(ENV, PYTHONPATH=str(site))
+  env = user_env(PYTHONPATH=str(site))
   listing = cli("tasks", "list", env=env)
   assert listing.returncode == 0, listing.stderr
   line = next(l for l in listing.stdout.splitlines() if l.startswith("bounded_dyck"))
