@@ -180,3 +180,24 @@ def test_status_of_a_queued_group_shows_its_slots_and_an_eta_from_observed_stops
   row = rep["groups"][0]
   assert row["slots"] == got and row["eta_s"] == pytest.approx(800 / 20.0)
   assert "slots 4/4 busy, 2 queued, 3 stopped" in status.format_status(rep)
+
+
+def test_a_group_whose_checkpoints_cannot_open_releases_its_lease(tmp_path, monkeypatch):
+  """runner.train_one failing before training (its checkpoint directory will not open):
+  the error is raised as it was, and the lease is released, so a rerun takes the group at
+  once (not after the lease lapses)."""
+  import types
+  from depthscale.sweep import runner
+
+  def unopenable(directory):
+    raise PermissionError(13, "Permission denied", directory)
+  monkeypatch.setattr(runner, "GroupCheckpoints", unopenable)
+  lease = Lease(str(tmp_path), "g", lease_s=60)
+  assert lease.acquire()
+  study = types.SimpleNamespace(config=None)
+  with pytest.raises(PermissionError):
+    runner.train_one(study, str(tmp_path), types.SimpleNamespace(id="g"), lease, [], None,
+                     None, False)
+  again = Lease(str(tmp_path), "g", lease_s=60)
+  assert again.acquire() and again.took_over is None  # released: free at once
+  again.release()

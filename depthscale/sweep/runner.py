@@ -263,9 +263,11 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
   lost (nothing written); raises Stopped after checkpointing on a stop request."""
   c = study.config
   lease.start()
-  ckpt = GroupCheckpoints(workdir_lib.checkpoint_dir(workdir, g.id))
-  live = tracking.LiveCurves(tracker, g)
-  try:
+  ckpt = None
+  try:  # from here on the lease is released whatever happens (a failure opening the
+    # checkpoints included: a rerun then takes the group at once, not after the lease lapses)
+    ckpt = GroupCheckpoints(workdir_lib.checkpoint_dir(workdir, g.id))
+    live = tracking.LiveCurves(tracker, g)
     res = train_group(study, g, devs, ckpt, WorkerHooks(stop, lease, live,
                                                         study.group_steps(g)), progress)
     lease.check()  # still ours: write the results
@@ -284,6 +286,7 @@ def train_one(study, workdir, g, lease, devs, tracker, stop, progress) -> bool:
     return False
   finally:
     lease.release()  # on a stop: the next worker (a requeued task) may resume it at once
-    ckpt.close()
+    if ckpt is not None:
+      ckpt.close()
   print(f"depthscale: group {g.id} done", file=sys.stderr)
   return True
