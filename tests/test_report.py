@@ -198,3 +198,25 @@ def test_the_nstar_plot_rings_the_models_that_grew():
   assert data["grown"] == []
   labels = [c.get_label() for c in plots.scaling_figure("depth", data, "n*").axes[0].collections]
   assert "grew past the grid's length" not in labels
+
+
+def test_status_and_report_show_a_one_sided_bound_where_no_slope_is_fitted():
+  """An adaptive design whose deepest cell's models all reached their length: `status` and
+  the report's rounds table show the fit's one-sided bound (report/cell_law.slope_bound)."""
+  from depthscale.report import cell_law, sections
+  from depthscale.sweep import status
+  cells = [cell_law.Cell(1, (2.0, 2.3, 2.1, 1.9), (False,) * 4),
+           cell_law.Cell(2), cell_law.Cell(3, (4.0, 4.0), (True, True), cap=4.0)]
+  fit = cell_law.fit(cells)
+  assert "error" in fit and fit["slope_max"] > 0 and fit["ci95"] == [0.0, fit["slope_max"]]
+  # the bound by hand: depth 1's mean + t(3) se, depth 3's bound - sigma z(1 - 0.025^(1/2))
+  s2 = np.var([2.0, 2.3, 2.1, 1.9], ddof=1)
+  high = 2.075 + 3.182 * math.sqrt(s2 / 4)
+  from scipy import stats
+  low = 4.0 - math.sqrt(s2) * stats.norm.ppf(1 - math.sqrt(0.025))  # its sigma: depth 1's
+  assert fit["slope_max"] == pytest.approx(2 / (low - high), rel=1e-3)
+  d = dict(fit=fit, target=0, spent=0.3, budget=0.6, stop=None, rounds=1, chosen=6)
+  line = status.design_line(d, dict(pending=1, running=0, stale=0))
+  assert f"no slope yet, at most {fit['slope_max']:.3g}" in line
+  table = sections.design_rounds([dict(round=1, spent=0.3, fit=fit, stop=None, picks=[])])
+  assert any(f"≤ {fit['slope_max']:.3g} (one-sided)" in row for row in table)

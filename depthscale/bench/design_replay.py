@@ -106,8 +106,10 @@ def evaluate(pool: Pool, seq, shares, grid_cost: float, truth: float, verdict_of
   for share in shares:
     taken = prefix(seq, pool.cost, share * grid_cost)
     f = cell_law.fit(cells_of(pool, taken))
-    if "error" in f or not math.isfinite(f["slope"]):
-      out.append(dict(share=share, err=math.nan, covered=False, verdicts=False))
+    if "error" in f or not math.isfinite(f["slope"]):  # no slope; at most a one-sided bound
+      bound = f.get("slope_max")
+      out.append(dict(share=share, err=math.nan, verdicts=False,
+                      covered=bound is not None and truth <= bound))
       continue
     lo, hi = f["ci95"]
     rows = [pool.rows[c][m] for c, m in taken]

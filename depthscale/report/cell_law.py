@@ -18,7 +18,9 @@ interval is Student's t on b with Satterthwaite's degrees of freedom from the ce
 (at most the fewest of a cell that carries a tenth of Var(b)), mapped through 1 / b;
 while a fitted cell has one seed it is unbounded (its noise is a neighbour's guess, and an
 interval narrow for that reason would not hold the truth): so such a cell is shown but
-fitted only from its second seed, while two cells with two seeds exist. Pure numpy.
+fitted only from its second seed, while two cells with two seeds exist. Where no slope can
+be fitted because the deepest measured cell's models all reached their length, the fit
+gives a one-sided bound instead (slope_bound). Pure numpy.
 """
 from __future__ import annotations
 
@@ -161,7 +163,8 @@ def fit(cells: list[Cell]) -> dict:
   out = dict(x=x.tolist(), mu=mu.tolist(), var=var.tolist(), info=info.tolist(),
              seeds=seeds.tolist())
   if seen.sum() < 2 or np.ptp(x[seen]) == 0:
-    return dict(out, error=f"{int(seen.sum())} cell(s) with a mean; a slope needs 2")
+    out["error"] = f"{int(seen.sum())} cell(s) with a mean; a slope needs 2"
+    return dict(out, **slope_bound(cells, var, dof, mu, info))
   thin = seen & (seeds < 2)
   if len(set(x[seen & ~thin])) >= 2:  # one-seed cells: shown, fitted at two
     seen, thin = seen & ~thin, np.zeros_like(thin)
@@ -188,3 +191,39 @@ def fit(cells: list[Cell]) -> dict:
               intercept=-icpt / b if b else math.nan, ci95=ci,
               rel_width=(ci[1] - ci[0]) / abs(slope) if math.isfinite(ci[1] - ci[0])
               else math.inf)
+
+
+def normal_quantile(p: float) -> float:
+  """Phi^-1(p) for 0 < p < 1 (bisection on erfc: exact to 1e-12, no scipy)."""
+  lo, hi = -40.0, 40.0
+  for _ in range(200):
+    mid = (lo + hi) / 2
+    if 0.5 * math.erfc(-mid / math.sqrt(2)) < p:
+      lo = mid
+    else:
+      hi = mid
+  return (lo + hi) / 2
+
+
+def slope_bound(cells: list[Cell], var, dof, mu, info) -> dict:
+  """Where no slope can be fitted because the deepest measured cell's models all reached
+  their length (no mean, only a lower bound) and one shallower cell has a mean from at
+  least two seeds: the one-sided 95% bound b >= b_lo, so slope <= 1 / b_lo. Its mean is
+  at most its one-sided 97.5% t bound; the deep cell's mean, whose k models all lie beyond
+  B (the smallest bound), is at least B - sigma Phi^-1(1 - 0.025^(1/k)) (the mean at which
+  k models all reach B with probability 0.025); Bonferroni over the two. {} otherwise."""
+  full = [i for i, cl in enumerate(cells) if cl.y and all(cl.censored)]
+  means = [i for i in range(len(cells)) if math.isfinite(mu[i]) and info[i] > 0]
+  if not full or len(means) != 1:
+    return {}
+  c, s = max(full, key=lambda i: cells[i].x), means[0]
+  if cells[c].x <= cells[s].x or dof[s] < 1 or not math.isfinite(var[c]):
+    return {}
+  high_s = mu[s] + t975(dof[s]) * math.sqrt(var[s] / info[s])
+  k = len(cells[c].y)
+  low_c = min(cells[c].y) - math.sqrt(var[c]) * normal_quantile(1 - 0.025 ** (1 / k))
+  b_lo = (low_c - high_s) / (cells[c].x - cells[s].x)
+  if b_lo <= 0:
+    return {}
+  return dict(slope_max=1 / b_lo, ci95=[0.0, 1 / b_lo])
+

@@ -175,8 +175,9 @@ def design_rounds(rounds: list[dict]) -> list[str]:
   for r in rounds:
     f = r["fit"]
     ci = f.get("ci95") or [None, None]
-    slope = "–" if f.get("slope") is None else (
-        f"{f['slope']:.3g} [{fmt(ci[0])}, {fmt(ci[1])}]")
+    slope = (f"{f['slope']:.3g} [{fmt(ci[0])}, {fmt(ci[1])}]" if f.get("slope") is not None
+             else f"≤ {f['slope_max']:.3g} (one-sided)" if f.get("slope_max") is not None
+             else "–")
     chose = (f"stop ({r['stop']})" if r["stop"] else
              "; ".join(f"depth {p['depth']} seed {p['seed']} ({p['why']} {p['score']:.3g})"
                        for p in r["picks"]))

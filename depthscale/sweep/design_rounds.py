@@ -147,7 +147,7 @@ def _fault(point: str, k: int) -> bool:
 
 
 FIT_FIELDS = ("slope", "ci95", "rel_width", "b", "dof", "mu", "var", "info", "seeds",
-              "fitted", "error")
+              "fitted", "error", "slope_max")
 
 
 def _plain(v):

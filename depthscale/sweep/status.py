@@ -107,6 +107,8 @@ def design_line(d: dict, counts: dict) -> str:
   ci = fit.get("ci95") or [None, None]
   now = (f"slope {fit['slope']:.3g}, 95% interval [{_f(ci[0])}, {_f(ci[1])}] "
          f"(width {_f(fit.get('rel_width'))} of the slope)" if fit.get("slope") is not None
+         else f"no slope yet, at most {fit['slope_max']:.3g} (one-sided 95%: the deepest "
+         "cell's models all reached their length)" if fit.get("slope_max") is not None
          else "no slope yet")
   target = f"target {d['target']:g}" if d["target"] else "no interval target"
   spent = f"{100 * d['spent']:.0f}%" if d["spent"] is not None else "the first round's"
