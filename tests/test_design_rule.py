@@ -158,6 +158,29 @@ def test_rule_pays_for_compute_and_skips_censored_cells():
   assert 4 not in [x["cell"] for x in censored]
 
 
+def test_chi2_quantile_against_scipy():
+  for k in (1, 2, 5, 20):
+    assert design_rule.chi2_quantile(design_rule.NOISE_Q, k) == pytest.approx(
+        stats.chi2.ppf(design_rule.NOISE_Q, k), rel=0.05)
+
+
+def test_two_seeds_that_agree_by_chance_do_not_make_a_quiet_cell(monkeypatch):
+  """Depth 1 with six seeds (sd 0.1), depth 5 (5x the compute) with two that agree to 0.05:
+  scored at the upper bound of its noise, depth 5 still gets one of the next four seeds;
+  scored at the estimate itself (two seeds' scatter taken at its word), none."""
+  y1 = (2.0, 2.2, 1.9, 2.1, 2.05, 1.95)
+  cells = [cell_law.Cell(1, y1, (False,) * 6), cell_law.Cell(2), cell_law.Cell(3),
+           cell_law.Cell(4), cell_law.Cell(5, (5.0, 5.05), (False, False))]
+
+  def deep_picks():
+    got = design_rule.pick(cell_law.fit(cells), [math.inf] * 5, [1, 2, 3, 4, 5],
+                           [6, 0, 0, 0, 2], size=4, max_seeds=10, explore=0.0)
+    return [x["cell"] for x in got].count(4)
+  assert deep_picks() >= 1
+  monkeypatch.setattr(design_rule, "scored_noise", lambda fit: fit)
+  assert deep_picks() == 0
+
+
 def test_exploration_reaches_every_depth():
   p = pool(3)
   taken = [(c, m) for c in (0, 2, 4) for m in range(2)]
