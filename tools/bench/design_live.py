@@ -56,7 +56,8 @@ def outcome(workdir: str) -> dict:
     claims = [c["holds"] for c in json.load(f)]
   with open(os.path.join(workdir, "config.json")) as f:
     c = json.load(f)
-  depths = sorted({int(r["depth"]) for r in rows})
+  depths = sorted(int(d) for d in c["grid"]["depth"])  # the grid's, measured or not: the
+  # study's own fit (sweep/design_rounds.law_cells), whose depths are adjacent as on the grid
   cells = []
   for d in depths:
     here = [r for r in rows if int(r["depth"]) == d]
