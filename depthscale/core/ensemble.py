@@ -78,8 +78,8 @@ def init_params(specs, cfg: ModelConfig):
   parts = [compiled.bounded(_init_true, KEEP_INITS)(
                init_config(true_config(cfg, s)), s.shape(), init_key(s.seed)[None])
            for s in specs]
-  return compiled.bounded(_assemble, KEEP_INITS)(init_config(cfg), tuple(s.shape() for s in specs),
-                                                 parts)
+  shapes = tuple(s.shape() for s in specs)
+  return compiled.bounded(_assemble, KEEP_INITS)(init_config(cfg), shapes, parts)
 
 
 KEEP_INITS = 32  # compiled programs of each kind kept per process (refills reuse a few)

@@ -226,4 +226,3 @@ def slope_bound(cells: list[Cell], var, dof, mu, info) -> dict:
   if b_lo <= 0:
     return {}
   return dict(slope_max=1 / b_lo, ci95=[0.0, 1 / b_lo])
-
