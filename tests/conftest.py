@@ -222,7 +222,7 @@ def pytest_sessionfinish(session):
   if not os.environ.get("PYTEST_XDIST_WORKER") and (
       new := written_since(USER_CACHE, _started["t"])):
     # a process a test started without the suite's caches (an environment read before
-    # the session set them): it compiled afresh and wrote into the user's home
+    # the suite set them): it compiled afresh and wrote into the user's home
     print(f"\nconftest: the tests wrote {len(new)} file(s) into {USER_CACHE}, e.g. {new[0]}; "
           "start processes with os.environ as it is at the test's run", file=sys.stderr)
     session.exitstatus = 1

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TUTORIAL = os.path.join(ROOT, "docs", "own_task.md")
 def user_env(**extra) -> dict:
   """os.environ as it is when the test runs (with the suite's compilation and probe
-  caches, which conftest sets once the session starts: read at import, a process started
+  caches, which conftest sets once the test run starts: read at import, a process started
   here compiled everything afresh and kept its probes in ~/.cache), W&B off."""
   return dict(os.environ, WANDB_MODE="disabled", **extra)
 
