@@ -19,12 +19,20 @@ def fitted(study, workdir: str, devs) -> list[plan.Group] | None:
   cannot fit is refused (one line) before the workdir is touched."""
   if workdir_lib.read_plan(workdir) is not None:
     return None
-  groups = plan.make_plan(study, probe.flops_per_s(study, devs))
   lines: list[str] = []  # said once the fit succeeds: a refusal stays one line
-  groups = probe.fit(study, groups, plan.share_of(devs, groups), log=lines.append)
-  plan.check_settings_whole(groups, study.config)  # a memory split may part a setting
+  groups = fit_groups(study, devs, None, log=lines.append)
   for line in lines:
     print(f"depthscale: {line}", file=sys.stderr)
+  return groups
+
+
+def fit_groups(study, devs, share=None, log=lambda line: None) -> list[plan.Group]:
+  """The study's groups planned at the rate of `devs` and fitted to the memory of the
+  share that trains one (`share`, else plan.share_of(devs, groups)); an adaptive
+  design's later rounds are fitted the same way (sweep/design_rounds.py)."""
+  groups = plan.make_plan(study, probe.flops_per_s(study, devs))
+  groups = probe.fit(study, groups, share or plan.share_of(devs, groups), log=log)
+  plan.check_settings_whole(groups, study.config)  # a memory split may part a setting
   return groups
 
 

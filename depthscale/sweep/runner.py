@@ -151,7 +151,7 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
             with summary:
               tracking.refresh_summary(workdir, tracker)
       if not design_rounds.is_adaptive(study) or not barrier(study, workdir, order, stop,
-                                                              exit_when_idle, summary):
+                                                              exit_when_idle, summary, share):
         return
 
   try:
@@ -202,16 +202,17 @@ def _freeze(study, workdir, devs) -> list[plan.Group]:
   return design_rounds.all_groups(study, workdir)
 
 
-def barrier(study, workdir, order, stop, exit_when_idle, lock) -> bool:
+def barrier(study, workdir, order, stop, exit_when_idle, lock, share) -> bool:
   """At an adaptive design's round barrier: the next round decided (once, by whichever
-  worker gets here first) and its groups added to `order`; False once the design stops
-  (or, with exit_when_idle, while other workers still train the round)."""
+  worker gets here first; its groups fitted to `share`'s memory) and its groups added to
+  `order`; False once the design stops (or, with exit_when_idle, while other workers
+  still train the round)."""
   while True:
     with lock:  # the shares of this worker decide one at a time
       groups = design_rounds.all_groups(study, workdir)
       if all(workdir_lib.is_done(workdir, g.id) for g in groups):
         state, wrote = design_rounds.advance(study, workdir,
-                                             workdir_lib.merge_results(workdir))
+                                             workdir_lib.merge_results(workdir), share)
         groups = design_rounds.all_groups(study, workdir)
         order[:] = plan.largest_first(study, groups)
         if wrote:
