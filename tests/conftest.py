@@ -7,6 +7,7 @@ multi-process, concurrent-launch and SLURM tests compare against.
 import collections
 import csv
 import fcntl
+import gc
 import glob
 import importlib.metadata
 import json
@@ -43,8 +44,15 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 from depthscale import threefry  # noqa: E402,F401  before any lowering (depthscale/threefry.py)
+from depthscale.cli.app import GC_THRESHOLDS  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# Python's cyclic garbage collector as in a `depthscale` process (cli/app.py): a worker
+# holds the traces and programs of hundreds of tests, and each full collection walks them
+# all. forget_compiled_programs collects after dropping programs, so their memory maps go
+# when they do.
+gc.set_threshold(*GC_THRESHOLDS)
 
 
 def xla_env(devices: int, **extra) -> dict:
@@ -128,6 +136,7 @@ def forget_compiled_programs():
   _maps["peak"] = max(_maps["peak"], maps)
   if maps > MAX_MAPS:
     jax.clear_caches()
+    gc.collect()
     _maps["dropped"] += 1
 
 
