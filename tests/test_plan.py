@@ -98,24 +98,23 @@ def test_memory_limit_chunks_a_real_group_by_its_compiled_size(tmp_path):
   assert fit.models_per_chunk == 2 and fit.remat == "" and fit.id == g.id
 
 
-def test_an_adaptive_round_is_fitted_to_the_device_memory_as_the_first_was(tmp_path):
+def test_an_adaptive_round_is_fitted_to_the_device_memory_as_the_first_was():
   """A later round of an adaptive design may hold more or deeper models than the first
   (here six at the deepest depth, against the first round's four at the two ends): its
   groups are fitted to the memory of the share that trains them, as plan.json's were,
   not given the first round's chunking (which fit only the first round)."""
-  from depthscale.sweep import design_rounds, plan_file
+  from depthscale.sweep import design_rounds
   c = config.load(SMOKE, TINY + ["grid.seed=[0, 1, 2, 3]", "design.kind='adaptive'",
                                  "design.round_size=6"])
   st = study_lib.resolve(c)
   devs = jax.local_devices()[:1]
   first = design_rounds.first_study(st)
   (g1,) = plan.make_plan(first)
-  plan_file.freeze_plan(first, str(tmp_path), devs, [g1])  # the first round's plan.json
   rows = [dict(depth=x.spec.depth, seed=x.spec.seed, n_star=4, length=x.length)
           for x in first.cells]
   cells = design_rounds.law_cells(st, rows)
   picks = [{"cell": len(cells) - 1}] * 6
-  (whole,) = design_rounds._groups(st, str(tmp_path), cells, picks, devs)  # CPU: no limit
+  (whole,) = design_rounds._groups(st, cells, picks, devs)  # CPU: no limit
   assert len(whole.cells) == 6 and not whole.models_per_chunk and not whole.remat
   assert {x.spec.seed for x in whole.cells} == {2, 3, 4, 5, 6, 7}  # after the first two
   first_need = probe.measure_memory(first.program(g1), devs)
@@ -123,7 +122,7 @@ def test_an_adaptive_round_is_fitted_to_the_device_memory_as_the_first_was(tmp_p
   assert first_need < need
   c.plan.device_memory_gb = limit = (first_need + need) / 2 / 2**30
   assert probe.fit(first, [g1], devs) == [g1]  # the first round fits whole
-  fitted = design_rounds._groups(st, str(tmp_path), cells, picks, devs)
+  fitted = design_rounds._groups(st, cells, picks, devs)
   assert fitted != [whole]
   assert [x.key for g in fitted for x in g.cells] == [x.key for x in whole.cells]
   for g in fitted:

@@ -106,7 +106,7 @@ def status(study, workdir: str) -> dict:
               grid_cost=grid_cost)
 
 
-def advance(study, workdir: str, rows, devs=None) -> tuple[str, int | None]:
+def advance(study, workdir: str, rows, devs) -> tuple[str, int | None]:
   """At a barrier (every model of the rounds so far finished: `rows`), the next round
   decided and written once: ("more" or "stopped", the round this call wrote or None if
   another worker wrote it first or the design had stopped already). `devs`: the share
@@ -120,7 +120,7 @@ def advance(study, workdir: str, rows, devs=None) -> tuple[str, int | None]:
   price = [p / grid_cost for p in cost(study)]  # shares of the grid's compute
   spent = sum(price[i] * len(cl.y) for i, cl in enumerate(cells))
   d = design.decide(cells, price, 1.0, spent, design_settings(study.config))
-  groups = _groups(study, workdir, cells, d["picks"], devs)
+  groups = _groups(study, cells, d["picks"], devs)
   picked = [x for g in groups for x in g.cells]
   record = dict(round=k, stop=d["stop"], spent=spent,
                 fit={f: _plain(d["fit"].get(f)) for f in FIT_FIELDS},
@@ -161,11 +161,11 @@ def _plain(v):
   return v
 
 
-def _groups(study, workdir, cells, picks, devs=None) -> list[plan.Group]:
+def _groups(study, cells, picks, devs) -> list[plan.Group]:
   """The picks as cells (at each depth the next seed not yet trained) in one plan's
   groups, planned and fitted to the memory of `devs` as the first round was
   (plan_file.fit_groups): a round of more or deeper models than the first gets its own
-  chunks, remat or split. Without `devs`, chunked like the first round's largest."""
+  chunks, remat or split."""
   cand, ds = candidates(study), depths(study)
   used = {d: len(cl.y) for d, cl in zip(ds, cells)}
   new = []
@@ -175,12 +175,6 @@ def _groups(study, workdir, cells, picks, devs=None) -> list[plan.Group]:
     used[d] += 1
   if not new:
     return []
-  this_round = dataclasses.replace(study, cells=tuple(new))
-  if devs:
-    return plan_file.fit_groups(this_round, devs, list(devs), log=lambda line: print(
-        f"depthscale: design: {line}", file=sys.stderr))
-  first = plan_file.load_plan(first_study(study), workdir)
-  chunk = max((g.models_per_chunk for g in first), default=0)
-  remat = next((g.remat for g in first if g.remat), "")
-  return [dataclasses.replace(g, models_per_chunk=chunk, remat=remat)
-          for g in plan.make_plan(this_round)]
+  return plan_file.fit_groups(dataclasses.replace(study, cells=tuple(new)), devs, list(devs),
+                              log=lambda line: print(f"depthscale: design: {line}",
+                                                     file=sys.stderr))
