@@ -136,6 +136,10 @@ def _check_stop(c, task, k: int) -> int:
 
 def _check_halving(c, slots: int, every: int) -> None:
   eta = number(c, "train.eta", 2, integer=True)
+  if c.get("design") and c.design.get("kind") == "adaptive":
+    raise ConfigError("train.stop=halving chooses among learning rates and "
+                      "design.kind=adaptive places seeds at one; use train.stop=solved or "
+                      "plateau with the design (or design.kind=grid with halving)")
   if len(c.grid.lr) < 2:
     raise ConfigError("train.stop=halving: grid.lr lists one learning rate; halving "
                       "chooses among several (give two or more)")
