@@ -1,5 +1,5 @@
-"""An adaptive study (design.kind=adaptive) through `depthscale run`: its rounds appended
-at barriers, never rewritten. Killed with SIGKILL in the first round, at a barrier and
+"""An adaptive study (design.kind=adaptive, with a stopping rule and a queue of 2 slots)
+through `depthscale run`: its rounds appended at barriers, never rewritten. Killed with SIGKILL in the first round, at a barrier and
 while a decision is being written, then rerun, it makes the same decisions and ends with
 the same rows, bit for bit; two workers started together make each decision once; status
 and the report say what the design did."""
@@ -17,7 +17,9 @@ ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.seed=[0, 1, 2, 3]", "--config.train.steps=60",
         "--config.checkpoint_every=20", "--config.design.kind=adaptive",
         "--config.design.budget=0.8", "--config.design.max_seeds=6",
-        "--config.design.round_size=3"]
+        "--config.design.round_size=3",
+        # a stopping rule and a queue, as any schedule works under the design
+        "--config.train.stop=plateau", "--config.train.patience=1", "--config.train.slots=2"]
 FAULT = "DEPTHSCALE_DESIGN_FAULT"
 
 
