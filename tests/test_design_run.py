@@ -1,8 +1,8 @@
 """An adaptive study (design.kind=adaptive, with a stopping rule and a queue of 2 slots)
-through `depthscale run`: its rounds appended at barriers, never rewritten. Killed with SIGKILL in the first round, at a barrier and
-while a decision is being written, then rerun, it makes the same decisions and ends with
-the same rows, bit for bit; two workers started together make each decision once; status
-and the report say what the design did."""
+through `depthscale run`: its rounds appended at barriers, never rewritten. Killed with
+SIGKILL in the first round, at a barrier and while a decision is being written, then
+rerun, it makes the same decisions and ends with the same rows, bit for bit; two workers
+started together make each decision once; status and the report say what the design did."""
 import os
 import signal
 import subprocess
