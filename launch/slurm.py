@@ -73,7 +73,7 @@ def _main(argv) -> int:
   args, extras = parser().parse_known_args(argv)
   check_bounds(args)
   overrides = config_overrides(extras)
-  from depthscale.io import workdir as workdir_lib
+  from depthscale.io import results_csv, workdir as workdir_lib
   from depthscale.sweep import design_rounds, plan, study as study_lib
   study = study_lib.resolve(config_lib.load(args.config, overrides))
   c, groups = study.config, plan.make_plan(study)
@@ -110,7 +110,7 @@ def _main(argv) -> int:
     for j in jobs:
       j.result()
     from depthscale.report import build_report
-    workdir_lib.merge_results(workdir)
+    results_csv.merge_results(workdir)
     print(f"report: {build_report(workdir)}")
   return 0
 

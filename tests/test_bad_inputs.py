@@ -122,6 +122,16 @@ def workdir_with_group_file(text):
   return setup
 
 
+def workdir_with_group_entry(make):
+  """The smoke study's workdir with `make(path)` at a group file's path."""
+  def setup(tmp_path, _mp):
+    study_lib.claim_workdir(study_lib.resolve(config.load(SMOKE)), str(tmp_path / "w"))
+    os.makedirs(tmp_path / "w" / "groups")
+    make(tmp_path / "w" / "groups" / "n16-6m-0123456789.json")
+    return {}
+  return setup
+
+
 def cuda_visible(_tmp_path, mp):
   mp.setenv("CUDA_VISIBLE_DEVICES", "0")
   return {}
@@ -251,6 +261,19 @@ ROWS = [
      workdir_with_group_file('{"rows": [{"n_star": 3')),
     ("group results of another version", [], ["another version of depthscale"],
      workdir_with_group_file('{"rows": [], "curves": {}, "per_position_acc": []}')),
+    ("group results a directory", [], ["n16-6m-0123456789.json cannot be read",
+                                       "Is a directory", "move it aside"],
+     workdir_with_group_entry(os.mkdir)),
+    ("group results a symlink to nowhere", [], ["cannot be read", "No such file",
+                                                "move it aside"],
+     workdir_with_group_entry(lambda p: os.symlink(p.parent / "gone.json", p))),
+    ("group results edited to a non-number", [], ["has n_star 'abc', not a number",
+                                                  "move it aside"],
+     workdir_with_group_file('{"format": 2, "rows": [{"model": "m", "depth": 1, "width": 32, '
+                             '"seed": 0, "n_star": "abc"}]}')),
+    ("workdir empty", [], ["--workdir is empty"], lambda *_: {"workdir": ""}),
+    ("workdir not UTF-8", [], ["--workdir", "is not UTF-8 text"],  # argv's bytes, as Python
+     lambda tmp_path, _mp: {"workdir": str(tmp_path / "w\udcff\udcfe")}),  # decodes them
     ("group larger than the device memory limit", ["--config.plan.device_memory_gb=0.00001"],
      ["plan.device_memory_gb", "GB"]),
     ("unknown command-line option", ["--frobnicate"], ["--frobnicate"]),
@@ -277,7 +300,9 @@ def snapshot(path):
     return None
   if os.path.isfile(path):
     return open(path, "rb").read()
-  return {os.path.join(r, f): open(os.path.join(r, f), "rb").read()
+  def read(p):  # a symlink as where it leads (it may lead nowhere)
+    return ("link", os.readlink(p)) if os.path.islink(p) else open(p, "rb").read()
+  return {os.path.join(r, f): read(os.path.join(r, f))
           for r, _, files in os.walk(path) for f in files} | {"dirs": sorted(
               os.path.join(r, d) for r, ds, _ in os.walk(path) for d in ds)}
 

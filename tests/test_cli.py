@@ -120,6 +120,9 @@ BAD = {
     "repeated --devices": ["run", "--config", "experiments/quickstart.py:smoke", "--workdir",
                            "/nonexistent/w", "--devices", "1,1"],
     "status of a non-workdir": ["status", "/nonexistent/workdir"],
+    "empty --json of plan": ["plan", "--config", "experiments/quickstart.py:smoke",
+                             "--json", ""],  # wrote nothing and said nothing
+    "empty --json of bench": ["bench", "--preset", "tiny", "--json", ""],  # failed at the end
 }
 
 
@@ -142,6 +145,30 @@ def test_user_errors_exit_status_from_the_shell(name):
   lines = proc.stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith("depthscale: error: "), proc.stderr
   assert "Traceback" not in proc.stderr
+
+
+# Ctrl-C sent by an import hook just before depthscale.cli.app loads (jax, flax: about a
+# second), so that it lands while the modules load on any machine.
+CTRL_C_WHILE_LOADING = """
+import builtins, os, signal
+load = builtins.__import__
+def hook(name, *args, **kwargs):
+  if name == "depthscale.cli.app":
+    os.kill(os.getpid(), signal.SIGINT)
+  return load(name, *args, **kwargs)
+builtins.__import__ = hook
+from depthscale.cli import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_modules_load_is_one_line():
+  """Exit status 130 and one line, not a traceback through the imports."""
+  proc = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_LOADING, "tasks", "list"],
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 130, proc.stderr[-2000:]
+  assert proc.stderr.splitlines() == [
+      "depthscale: interrupted while starting (nothing was run)"], proc.stderr[-2000:]
 
 
 def test_bench_splits_a_cpu_into_one_device_per_core_unless_told(monkeypatch):

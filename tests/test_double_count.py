@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from depthscale import cli, config
+from depthscale.io import results_csv
 from depthscale.io import workdir as workdir_lib
 from depthscale.sweep import runner, study as study_lib
 
@@ -74,7 +75,7 @@ def test_a_group_file_with_the_plan_id_but_other_models_is_refused(tmp_path, ref
   data["rows"] = data["rows"] + data["rows"][:1]  # one model twice
   path.write_text(json.dumps(data))
   with pytest.raises(Exception, match="holds other models than its group"):
-    workdir_lib.merge_results(str(w))
+    results_csv.merge_results(str(w))
   assert os.path.exists(path)  # reported, left as it is
 
 

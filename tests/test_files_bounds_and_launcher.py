@@ -12,7 +12,7 @@ import os
 import pytest
 
 from depthscale import cli, config
-from depthscale.io import leases, workdir as workdir_lib
+from depthscale.io import leases, results_csv
 from depthscale.sweep import probe, study as study_lib
 from test_bad_inputs import COMPILES, snapshot
 from test_integrity import LEASE, SMOKE, run_args, workdir
@@ -20,14 +20,14 @@ from test_task_contract_everywhere import refused
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-ROW = {c: 0 for c in workdir_lib.COLUMNS} | {"task": "khop", "depth": 1, "width": 32,
+ROW = {c: 0 for c in results_csv.COLUMNS} | {"task": "khop", "depth": 1, "width": 32,
                                              "heads": 2, "seed": 0, "lr": 0.003,
                                              "length": 16, "repeats": 1, "n_star": 4}
 
 
 def csv_text(rows=(ROW,), cut=False):
-  text = ",".join(workdir_lib.COLUMNS) + "\n" + "".join(
-      ",".join(str(r[c]) for c in workdir_lib.COLUMNS) + "\n" for r in rows)
+  text = ",".join(results_csv.COLUMNS) + "\n" + "".join(
+      ",".join(str(r[c]) for c in results_csv.COLUMNS) + "\n" for r in rows)
   return text[:-40] if cut else text
 
 

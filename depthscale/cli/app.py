@@ -169,9 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
+def exit_now(code: int) -> None:
+  """End the process with `code` without Python's exit, which can crash (a segfault)
+  after a KeyboardInterrupt has cut an import or XLA's work short; nothing is in flight
+  then (no group trains), so nothing is lost."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   """Run one command; returns (and exits with) 0 on success, 2 on a user error. Only a
   UserError becomes one line; anything else is a bug and keeps its traceback."""
+  program = argv is None  # the `depthscale` process itself, not a caller in Python
   argv = sys.argv[1:] if argv is None else list(argv)
   gc.set_threshold(*GC_THRESHOLDS)
   try:
@@ -184,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
   except KeyboardInterrupt:  # before a run's handler is installed (it checkpoints)
     print(f"{PROG}: interrupted (no group was training: nothing to save)", file=sys.stderr)
+    if program:  # an import or a compile cut short can crash Python's exit (a segfault)
+      exit_now(130)
     return 130
   except OSError as e:  # a full disk anywhere we write: free space, rerun
     if e.errno not in (errno.ENOSPC, errno.EDQUOT):

@@ -67,6 +67,8 @@ def parse_value(text: str) -> Any:
 
 def check_writable(path: str) -> None:
   """A one-line UsageError unless `path` can be written as a file."""
+  if not path:
+    raise UsageError("--json is empty; give a file path")
   parent = os.path.dirname(os.path.abspath(path))
   if os.path.isdir(path):
     raise UsageError(f"--json {path!r} is a directory; give a file path")

@@ -26,7 +26,7 @@ def cmd_plan(args, extras) -> int:
   c = study.config
   if not 1 <= args.workers <= MAX_WORKERS:
     raise UserError(f"--workers {args.workers}: give a count in [1, {MAX_WORKERS}]")
-  if args.json:
+  if args.json is not None:
     check_writable(args.json)
   groups = plan.make_plan(study)
   do_probe = not args.no_probe and args.device is None

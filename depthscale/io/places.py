@@ -14,8 +14,16 @@ NAME_MAX, PATH_MAX = 255, 4096
 
 def check_path(workdir: str) -> None:
   """A one-line UserError for a workdir path the filesystem cannot hold (a name over
-  255 bytes, a path over 4096 with room for the files under it), before anything is made."""
+  255 bytes, a path over 4096 with room for the files under it), an empty one, or one
+  that is not UTF-8 (the workdir's own files record it), before anything is made."""
+  if not workdir:
+    raise UserError("--workdir is empty; give a directory path")
   full = os.path.abspath(workdir)
+  try:
+    full.encode()
+  except UnicodeEncodeError:  # bytes the filesystem holds but config.json cannot
+    raise UserError(f"--workdir {os.fsencode(workdir)!r} is not UTF-8 text; choose a "
+                    "--workdir whose name is UTF-8") from None
   for part in full.split(os.sep):
     if len(part.encode()) > NAME_MAX:
       raise UserError(f"--workdir: the name {part[:40]!r}... is {len(part.encode())} bytes; "

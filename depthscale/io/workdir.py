@@ -1,6 +1,7 @@
 """A workdir's on-disk layout, and the one reader and writer of it: config.json (the
 study), plan.json (its groups, written once), groups/<id>.json (one finished group),
-checkpoints/<id>/ (where a group's checkpointer lives), results.csv (every row).
+checkpoints/<id>/ (where a group's checkpointer lives); results.csv (every row) is
+io/results_csv.py's.
 
 Every write goes through io/atomic.py: a reader (or a killed writer) never sees half a
 file. Results are the plan's: only groups/<id>.json of a group in plan.json counts, holding
@@ -9,9 +10,7 @@ line naming it, left as it is, never rebuilt. Needs no JAX (the report reads thr
 """
 from __future__ import annotations
 
-import csv
 import glob
-import io
 import json
 import os
 import sys
@@ -25,13 +24,6 @@ from depthscale.io import atomic, places
 # Version of the groups/<id>.json layout and of what its numbers mean. 2: weight decay by
 # role (earlier files, without "format", decayed LayerNorm and biases in the layer stack).
 FORMAT = 2
-
-COLUMNS = ["task", "depth", "width", "heads", "seed", "lr", "length", "repeats", "n_star",
-           "final_loss", "eval_loss", "seq_acc", "steps", "frozen", "group", "model",
-           "k_star", "level_acc", "compile_s", "train_s", "save_s", "memory_bytes", "probe_step_s",
-           "devices", "models_in_program", "trained_steps", "stop", "started_at",
-           "trained_length", "measured_length", "positions_paid", "positions_own",
-           "positions_full"]  # trained_steps..started_at: stop/slots; the rest: lengths
 
 
 SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never files
@@ -204,6 +196,9 @@ def read_group(path: str) -> dict:
   except (ValueError, UnicodeDecodeError) as e:
     raise UserError(f"{path} is corrupt ({getattr(e, 'msg', e)}); it is left as it is: "
                     "restore it, or move it aside to retrain that group") from None
+  except OSError as e:  # a directory, a symlink to nowhere, unreadable
+    raise UserError(f"{path} cannot be read as a group's results ({e.strerror}); restore "
+                    "it, or move it aside to retrain that group") from None
   if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or not all(
       isinstance(r, dict) for r in data["rows"]):
     raise UserError(f"{path} is not a depthscale group result; restore it, or move it "
@@ -212,7 +207,21 @@ def read_group(path: str) -> dict:
     raise UserError(f"{path} was written by another version of depthscale (results format "
                     f"{data.get('format', 1)}; this version writes {FORMAT}): finish that "
                     "study with the version that started it, or use a new --workdir")
+  for r in data["rows"]:
+    bad = next((k for k, kinds in ROW_TYPES.items() if k in r
+                and (isinstance(r[k], bool) or not isinstance(r[k], kinds))), None)
+    if bad:
+      raise UserError(f"{path}: model {r.get('model')!r} has {bad} {r[bad]!r}, not a number "
+                      "(an edited file?); restore it, or move it aside to retrain that group")
   return data
+
+
+# What a group file's rows hold for the fields the fits and the plan read: a model's
+# shape and seed always, the others where measured (None otherwise).
+_SOME = (int, type(None))
+ROW_TYPES = {"depth": (int,), "width": (int,), "seed": (int,), "heads": _SOME,
+             "length": _SOME, "repeats": _SOME, "steps": _SOME, "n_star": _SOME,
+             "k_star": _SOME, "lr": (int, float, type(None))}
 
 
 def check_members(path: str, data: dict, models: list[str]) -> None:
@@ -244,57 +253,3 @@ def say_ignored(stray: list[str]) -> None:
     names = ", ".join(os.path.basename(p) for p in stray[:3]) + (", ..." if stray[3:] else "")
     print(f"depthscale: ignoring {len(stray)} group file(s) not in this workdir's plan.json "
           f"({names}); move them out of groups/", file=sys.stderr)
-
-
-def merge_results(workdir: str) -> list[dict]:
-  """The rows of the plan's finished groups, sorted, written to results.csv; returns them."""
-  rows = [r for g in read_groups(workdir)[0].values() for r in g["rows"]]
-  rows.sort(key=lambda r: (r["length"], r["depth"], r["repeats"], r["width"], r["lr"],
-                           r["seed"]))
-  write_results_csv(workdir, rows)
-  return rows
-
-
-def write_results_csv(workdir: str, rows: list[dict]) -> str:
-  buf = io.StringIO()
-  w = csv.DictWriter(buf, COLUMNS, extrasaction="ignore")
-  w.writeheader()
-  w.writerows(rows)
-  path = os.path.join(workdir, "results.csv")
-  atomic.write(path, buf.getvalue())
-  return path
-
-
-def parse_cell(v: str):
-  """A results.csv cell back to bool, int, float, None or str."""
-  if v in ("True", "False", ""):
-    return {"True": True, "False": False, "": None}[v]
-  for kind in (int, float):
-    try:
-      return kind(v)
-    except ValueError:
-      pass
-  return v
-
-
-def read_results_csv(workdir: str) -> list[dict] | None:
-  """results.csv's rows, typed (None: no results.csv); a one-line UserError naming the
-  file if it is damaged (a cut row, other columns, not text)."""
-  path = os.path.join(workdir, "results.csv")
-  if not os.path.exists(path):
-    return None
-  try:
-    with open(path, newline="") as f:
-      reader = csv.DictReader(f)
-      rows = list(reader)
-      header = reader.fieldnames or []
-  except (UnicodeDecodeError, csv.Error, IsADirectoryError) as e:
-    raise UserError(f"{path} is damaged ({e}); restore it, or move it aside (`depthscale "
-                    "run` on the workdir writes it again from groups/)") from None
-  cut = next((i for i, r in enumerate(rows) if None in r or None in r.values()), None)
-  if "n_star" not in header or "depth" not in header or cut is not None:
-    where = (f"line {cut + 2} does not have the header's {len(header)} fields"
-             if cut is not None else "no depth / n_star column")
-    raise UserError(f"{path} is damaged or not depthscale's ({where}); restore it, or move "
-                    "it aside (`depthscale run` on the workdir writes it again from groups/)")
-  return [{k: parse_cell(v) for k, v in r.items()} for r in rows]

@@ -11,7 +11,7 @@ import os
 import sys
 
 from depthscale.errors import UserError
-from depthscale.io import atomic, design_files
+from depthscale.io import atomic, design_files, results_csv
 from depthscale.io import workdir as workdir_lib
 from depthscale.report import claims as claims_lib
 from depthscale.report import fits, plots, sections
@@ -30,7 +30,7 @@ def load_workdir(workdir: str) -> dict:
   groups = [{**g, "id": gid} for gid, g in found.items()]
   csv_damaged = False
   try:
-    csv_rows = workdir_lib.read_results_csv(workdir)
+    csv_rows = results_csv.read_results_csv(workdir)
   except UserError:
     if not groups:
       raise
@@ -59,7 +59,7 @@ def mend_results_csv(workdir: str, data: dict) -> None:
     return
   held = ("was damaged" if data["csv_damaged"] else "was missing" if data["csv_count"] is None
           else f"held {data['csv_count']} of {k} models")
-  workdir_lib.merge_results(workdir)
+  results_csv.merge_results(workdir)
   data["csv_count"], data["csv_damaged"] = k, False
   print(f"depthscale: results.csv rebuilt from {len(groups)} group files: it {held}",
         file=sys.stderr)

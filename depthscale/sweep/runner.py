@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from depthscale.io import design_files, leases, trackers
+from depthscale.io import design_files, leases, results_csv, trackers
 from depthscale.io import workdir as workdir_lib
 from depthscale.io.checkpoint import GroupCheckpoints
 from depthscale.io.leases import Lease, LeaseLost
@@ -183,7 +183,7 @@ def run(study: study_lib.Study, workdir: str, progress: bool = True, report=True
     stop.uninstall()  # Ctrl-C is KeyboardInterrupt again after the run
   if trained and report and design_rounds.is_adaptive(study):
     tracking.refresh_summary(workdir, tracker)  # with the decision that stopped the design
-  rows = workdir_lib.merge_results(workdir)
+  rows = results_csv.merge_results(workdir)
   if trained and report:
     wall = time.perf_counter() - wall0
     print(f"depthscale: W&B ({tracker.mode}) logging took {tracker.seconds:.1f} s of "
@@ -212,7 +212,7 @@ def barrier(study, workdir, order, stop, exit_when_idle, lock, share) -> bool:
       groups = design_rounds.all_groups(study, workdir)
       if all(workdir_lib.is_done(workdir, g.id) for g in groups):
         state, wrote = design_rounds.advance(study, workdir,
-                                             workdir_lib.merge_results(workdir), share)
+                                             results_csv.merge_results(workdir), share)
         groups = design_rounds.all_groups(study, workdir)
         order[:] = plan.largest_first(study, groups)
         if wrote:

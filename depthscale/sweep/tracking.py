@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from depthscale.io import results_csv
 from depthscale.io import workdir as workdir_lib
 
 SUMMARY = ("n_star", "k_star", "final_loss", "eval_loss", "seq_acc", "frozen")
@@ -101,7 +102,7 @@ def refresh_summary(workdir: str, tracker) -> None:
   """results.csv, report.md, fits and plots of the groups finished so far, and the W&B
   summary run (its table and plots updated as groups finish)."""
   from depthscale.report import build_report  # matplotlib only when there is news
-  rows = workdir_lib.merge_results(workdir)
+  rows = results_csv.merge_results(workdir)
   build_report(workdir)
   fits = workdir_lib.read_json(workdir, "fits.json") or {}
   plots = os.path.join(workdir, "plots")
