@@ -109,6 +109,16 @@ def results_without_plan(tmp, mp):
   return workdir(plan_json=False, groups={first_group_file(study): group_text()})(tmp, mp)
 
 
+def config_removed_under_results(tmp, mp):
+  """`report` of a workdir whose config.json is gone: it wrote claims.json as [] and a
+  report without the study's claims over the ones there."""
+  study = study_lib.resolve(config.load(SMOKE))
+  got = workdir(groups={first_group_file(study): group_text()}, command="report")(tmp, mp)
+  os.remove(tmp / "w" / "config.json")
+  (tmp / "w" / "claims.json").write_text('[{"claim": "kept"}]')
+  return got
+
+
 def checkpoints_without_plan(tmp, mp):
   return workdir(plan_json=False, files={"checkpoints/n16-6m-0123456789/60/x": "x"})(tmp, mp)
 
@@ -205,6 +215,9 @@ ROWS = [
     ("plan.json removed under results", ["plan.json is missing", "restore plan.json"],
      results_without_plan),
     ("plan.json removed under checkpoints", ["plan.json is missing"], checkpoints_without_plan),
+    ("config.json removed under results (report)", ["config.json is missing",
+                                                    "restore config.json"],
+     config_removed_under_results),
     ("a plan field changed under results", ["different study", "plan"],
      plan_changed_with_progress),
     # stopping and slot options changed under trained models (issue 50, round 4)

@@ -24,7 +24,12 @@ def load_workdir(workdir: str) -> dict:
   """config, rows, groups (with id) and where the rows came from; groups/ preferred
   (typed, and in step with their curves), results.csv otherwise (io/workdir.py reads)."""
   workdir_lib.check_contents(workdir)  # damaged or foreign files: one line naming them
-  config = workdir_lib.read_config(workdir) or {}
+  config = workdir_lib.read_config(workdir)
+  if config is None and workdir_lib.read_plan(workdir) is not None:  # claims, fits: its
+    raise UserError(f"{workdir}/config.json is missing, but its plan.json and results are "
+                    "there; restore config.json (the study's claims and fits come from "
+                    "it), then report again")
+  config = config or {}
   found, stray = workdir_lib.read_groups(workdir)  # the plan's groups only
   workdir_lib.say_ignored(stray)
   groups = [{**g, "id": gid} for gid, g in found.items()]
