@@ -136,6 +136,28 @@ def test_user_errors_are_one_line(name, capsys):
   assert "Traceback" not in err
 
 
+# the line names what is wrong: a file given as the workdir, a directory as the study file
+WORDED = {
+    "report of a file": (["report", "FILE"], ["is a file", "give the study's workdir"]),
+    "status of a file": (["status", "FILE"], ["is a file", "give the study's workdir"]),
+    "status of a missing workdir": (["status", "MISSING"], ["no such workdir"]),
+    "a directory as the study file": (["plan", "--config", "DIR"], ["is a directory",
+                                                                   "FILE.py[:ARG]"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORDED))
+def test_the_one_line_says_what_is_wrong(name, tmp_path, capsys):
+  (tmp_path / "f").write_text("x")
+  paths = {"FILE": str(tmp_path / "f"), "MISSING": str(tmp_path / "gone"), "DIR": str(tmp_path)}
+  argv, words = WORDED[name]
+  rc, _, err = run_main([paths.get(a, a) for a in argv], capsys)
+  lines = err.splitlines()
+  assert rc == 2 and len(lines) == 1 and lines[0].startswith("depthscale: error: "), err
+  for w in words:
+    assert w in lines[0], (w, lines[0])
+
+
 @pytest.mark.parametrize("name", ["unknown task", "bad option value", "bad preset",
                                   "override into a plain field"])
 def test_user_errors_exit_status_from_the_shell(name):

@@ -18,6 +18,8 @@ def load(spec: str, overrides: list[str] | None = None) -> ml_collections.Config
   """Load `path.py[:arg]` (its get_config(arg)), merged over defaults, then overrides
   `a.b=v`. Raises ConfigError (one line) on any problem."""
   path, _, arg = spec.partition(":")
+  if os.path.isdir(path):
+    raise ConfigError(f"--config: {path!r} is a directory; give a study file FILE.py[:ARG]")
   if not os.path.isfile(path):
     raise ConfigError(f"--config: no such file {path!r}")
   if not path.endswith(".py"):

@@ -58,6 +58,8 @@ def check_link(workdir: str, run: bool = True) -> None:
 def check_exists(workdir: str) -> None:
   """A one-line UserError unless `workdir` is a directory (for status and report)."""
   check_link(workdir, run=False)
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise UserError(f"workdir {workdir!r} is a file; give the study's workdir (a directory)")
   if not os.path.isdir(workdir):
     raise UserError(f"no such workdir {workdir!r}")
 

@@ -17,7 +17,7 @@ import ml_collections
 from depthscale import config as config_lib
 from depthscale import tasks
 from depthscale.core import halving, program, stopping, train
-from depthscale.io import workdir as workdir_lib
+from depthscale.io import places, workdir as workdir_lib
 from depthscale.sweep import grid, plan, probe, resize
 from depthscale.sweep.group_options import RunOptions
 
@@ -247,6 +247,8 @@ def _check_task_unchanged(workdir: str, recorded: str, c) -> None:
 def load_saved(workdir: str) -> Study:
   """The Study of a workdir's config.json (fields added since: their defaults)."""
   saved = workdir_lib.read_config(workdir)
+  if saved is None:
+    places.check_exists(workdir)  # a file, a missing path: said as such
   if saved is None:
     raise config_lib.ConfigError(f"{workdir!r} is not a depthscale workdir (no config.json); "
                                  "give the --workdir of a run")
