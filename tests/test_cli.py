@@ -173,7 +173,8 @@ def test_user_errors_exit_status_from_the_shell(name):
 # second), so that it lands while the modules load on any machine.
 CTRL_C_WHILE_LOADING = """
 import builtins, os, signal
-load = builtins.__import__
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (a pytest-xdist
+load = builtins.__import__                                 # worker's children ignore it)
 def hook(name, *args, **kwargs):
   if name == "depthscale.cli.app":
     os.kill(os.getpid(), signal.SIGINT)
