@@ -20,7 +20,7 @@ import submitit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from depthscale.cli.common import (Parser, config_overrides, in_range,  # noqa: E402
+from depthscale.cli.common import (Once, Parser, config_overrides, in_range,  # noqa: E402
                                    one_line)  # (after the path fix)
 from depthscale import config as config_lib  # noqa: E402
 from depthscale.errors import UserError  # noqa: E402
@@ -33,8 +33,9 @@ MAX_MINUTES = 366 * 24 * 60
 
 def parser() -> Parser:
   ap = Parser(prog="slurm.py", description=__doc__.splitlines()[0], allow_abbrev=False)
-  ap.add_argument("--config", required=True, metavar="FILE.py[:ARG]")
-  ap.add_argument("--workdir", required=True, help="shared by every task (e.g. on NFS)")
+  ap.add_argument("--config", required=True, metavar="FILE.py[:ARG]", action=Once)
+  ap.add_argument("--workdir", required=True, action=Once,
+                  help="shared by every task (e.g. on NFS)")
   ap.add_argument("--partition", default=None)
   ap.add_argument("--gpus-per-node", type=int, default=0)
   ap.add_argument("--cpus-per-task", type=int, default=None)

@@ -136,13 +136,20 @@ def test_user_errors_are_one_line(name, capsys):
   assert "Traceback" not in err
 
 
-# the line names what is wrong: a file given as the workdir, a directory as the study file
+# the line names what is wrong: a file given as the workdir, a directory as the study
+# file, an option that names one thing given twice
 WORDED = {
     "report of a file": (["report", "FILE"], ["is a file", "give the study's workdir"]),
     "status of a file": (["status", "FILE"], ["is a file", "give the study's workdir"]),
     "status of a missing workdir": (["status", "MISSING"], ["no such workdir"]),
     "a directory as the study file": (["plan", "--config", "DIR"], ["is a directory",
                                                                    "FILE.py[:ARG]"]),
+    # the last one won, silently
+    "two study files": (["plan", "--config", "experiments/quickstart.py:smoke", "--config",
+                         "experiments/a5_depth.py:smoke"], ["--config given twice",
+                                                            "a5_depth.py:smoke"]),
+    "two workdirs": (["run", "--config", "experiments/quickstart.py:smoke", "--workdir",
+                      "MISSING", "--workdir", "FILE"], ["--workdir given twice"]),
 }
 
 

@@ -27,6 +27,17 @@ class Parser(argparse.ArgumentParser):
     raise UsageError(message)
 
 
+class Once(argparse.Action):
+  """An option that names one thing (a study, a workdir): given twice, a one-line
+  UsageError, not the last one silently."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    first = getattr(namespace, self.dest, None)
+    if first is not None:
+      raise UsageError(f"{option_string} given twice ({first} and {values}); give one")
+    setattr(namespace, self.dest, values)
+
+
 def in_range(flag: str, value: int, lo: int, hi: int, what: str) -> int:
   """`value` of `flag` if lo <= value <= hi, else a one-line UsageError saying `what`."""
   if not lo <= value <= hi:

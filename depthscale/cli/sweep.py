@@ -11,7 +11,7 @@ import os
 import sys
 
 from depthscale import config as config_lib
-from depthscale.cli.common import check_writable, load_config, write_json
+from depthscale.cli.common import Once, check_writable, load_config, write_json
 from depthscale.cli.plan_format import format_plan
 from depthscale.errors import UserError
 from depthscale.io.places import check_exists, check_link
@@ -206,7 +206,7 @@ def add_commands(commands) -> None:
   for name, handler, help_ in [("plan", cmd_plan, "print the plan: groups, FLOPs, memory, time"),
                                ("run", cmd_run, "run the plan in a workdir (resumable)")]:
     p = commands.add_parser(name, help=help_, allow_abbrev=False)
-    p.add_argument("--config", required=True, metavar="FILE.py[:ARG]",
+    p.add_argument("--config", required=True, metavar="FILE.py[:ARG]", action=Once,
                    help="study config; --config.a.b=v overrides a field")
     if name == "plan":
       p.add_argument("--no-probe", action="store_true",
@@ -222,7 +222,8 @@ def add_commands(commands) -> None:
                           "est_train_s, memory_bytes, ...}], est_train_s} to FILE")
       p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if name == "run":
-      p.add_argument("--workdir", required=True, help="where results and checkpoints go")
+      p.add_argument("--workdir", required=True, action=Once,
+                     help="where results and checkpoints go")
       p.add_argument("--no-progress", action="store_true", help="no progress bar")
       p.add_argument("--devices", default=None, metavar="I,J",
                      help="local devices this worker uses (GPU: as CUDA_VISIBLE_DEVICES)")
