@@ -110,8 +110,9 @@ def results_without_plan(tmp, mp):
 
 
 def config_removed_under_results(tmp, mp):
-  """`report` of a workdir whose config.json is gone: it wrote claims.json as [] and a
-  report without the study's claims over the ones there."""
+  """`report` of a workdir whose config.json is gone: on a trained workdir it wrote
+  claims.json as [] and a report without the study's claims over the ones there (on this
+  one's hand-made rows it failed with a KeyError)."""
   study = study_lib.resolve(config.load(SMOKE))
   got = workdir(groups={first_group_file(study): group_text()}, command="report")(tmp, mp)
   os.remove(tmp / "w" / "config.json")
