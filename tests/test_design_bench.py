@@ -62,7 +62,7 @@ def test_the_recorded_replay_keeps_what_it_met():
   the adaptive rule below the grid's order and random picks at every share, the full
   grid's error at 0.6 of its compute at most, coverage of at least 0.9 at every share
   (at 25% with the one-sided bound where depth 5's models all reached their length),
-  within 10% of `ends` at 75%. What it did not meet (against `ends` at 50 and 100%,
+  within 10% of `ends` at 50 and 75%. What it did not meet (against `ends` at 100%,
   verdicts) is recorded in BUILD_NOTES.md, Adaptive design."""
   with open(f"{bench.DATA}/{bench.POOL}_replay.json") as f:
     got = json.load(f)
@@ -76,7 +76,8 @@ def test_the_recorded_replay_keeps_what_it_met():
   assert ad["share_to_grid"] < rules["grid_order"]["share_to_grid"]
   assert ad["share_to_grid"] <= 0.6
   assert min(ad["coverage_by_share"].values()) >= 0.9
-  assert ad["rmse_by_share"]["0.75"] <= 1.1 * rules["ends"]["rmse_by_share"]["0.75"]
+  for k in ("0.5", "0.75"):  # within 10% of `ends` from half the grid's compute on (but 1.0)
+    assert ad["rmse_by_share"][k] <= 1.1 * rules["ends"]["rmse_by_share"][k], k
   assert got["settings"] == json.loads(json.dumps(dataclasses.asdict(design.Settings())))
 
 

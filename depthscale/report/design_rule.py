@@ -15,7 +15,10 @@ to the earlier cell. Each cell's noise is scored at the upper 75% bound of its e
 (sigma^2 k / chi2_0.25,k, k its seeds less one, PRIOR_DOF where borrowed): two seeds that
 agree by chance are not taken for a quiet cell, whose seeds then go elsewhere (on the
 replay's pool, depth 5's sd is 1.3 against depth 1's 0.14, and the worst replays had 3
-seeds there at half the compute); cells with as many seeds are scaled alike. Pure numpy.
+seeds there at half the compute); cells with as many seeds are scaled alike. And a cell's
+scored sd is at least REL_FLOOR of its mean log2 n*: two seeds that agree exactly sit at
+the variance floor, and where both ends did (depth 5's two first seeds from its lower
+mode), the cheap end took the next round's seeds. Pure numpy.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from depthscale.report import cell_law
 
 FAR = 2.0  # standard errors from the line at which a cell is worth exploring
 NOISE_Q = 0.25  # a cell's noise is scored at its upper (1 - NOISE_Q) confidence bound
+REL_FLOOR = 0.12  # and its sd at least this share of its mean log2 n* (BUILD_NOTES)
 
 
 def chi2_quantile(q: float, k: float) -> float:
@@ -37,9 +41,13 @@ def chi2_quantile(q: float, k: float) -> float:
 
 
 def scored_noise(fit: dict) -> dict:
-  """`fit` with each cell's sigma^2 at its upper (1 - NOISE_Q) bound, for scoring only."""
+  """`fit` with each cell's sigma^2 at its upper (1 - NOISE_Q) bound and its sigma at
+  least REL_FLOOR of the cell's mean log2 n* (its neighbours' where unmeasured), for
+  scoring only."""
   k = [n - 1.0 if n >= 2 else cell_law.PRIOR_DOF for n in fit["seeds"]]
-  return dict(fit, var=[v * kk / chi2_quantile(NOISE_Q, kk) for v, kk in zip(fit["var"], k)])
+  floor = [(REL_FLOOR * _mu(fit, c)) ** 2 for c in range(len(fit["var"]))]
+  return dict(fit, var=[max(v * kk / chi2_quantile(NOISE_Q, kk), f)
+                        for v, kk, f in zip(fit["var"], k, floor)])
 
 
 def shrink(fit: dict, caps, cost) -> np.ndarray:
