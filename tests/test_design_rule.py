@@ -215,3 +215,35 @@ def test_a_bending_law_is_estimated_as_the_grid_would():
   grid_line = np.polyfit(XS, [law(x) for x in XS], 1)[0]
   got = rmse_by_rule(law, 0.2, shares=(1.0,), truth=1 / grid_line)
   assert got["adaptive"][0][0] < got["ends"][0][0]  # ends fits the chord, not the line
+
+
+def test_the_budget_keeps_one_model_for_every_unmeasured_depth():
+  """A study ends with a model at each depth of its grid (its claims are undecided while
+  one has none): where the budget left pays for little more than the unmeasured depths,
+  the variance picks leave their share, and the rounds measure every depth."""
+  p = pool(5)
+  taken = [(c, m) for c in (0, 4) for m in range(3)]  # the ends, 3 seeds each
+  cost = [float(x) for x in XS]
+  spent = 3 * (cost[0] + cost[4])
+  grid_cost = 4 * sum(cost)
+  s = design.Settings(budget=(spent + 2 + 3 + 4 + 1) / grid_cost)  # the middle + 1 left
+  fit = cell_law.fit(replay.cells_of(p, taken))
+  picks = design_rule.pick(fit, [math.inf] * 5, cost, [3, 0, 0, 0, 3], size=s.round_size,
+                           max_seeds=s.max_seeds, explore=s.explore)
+  left, unpaid = 2 + 3 + 4 + 1, []
+  for q in picks:  # the budget without a reserve: the picks in order while they fit
+    if cost[q["cell"]] <= left:
+      unpaid.append(q["cell"])
+      left -= cost[q["cell"]]
+  assert not {1, 2, 3} <= set(unpaid), unpaid  # the variance picks come first
+  rounds = []
+  while True:
+    d = design.decide(replay.cells_of(p, taken), cost, grid_cost, spent, s)
+    if d["stop"]:
+      break
+    rounds.append([q["cell"] for q in d["picks"]])
+    for c in rounds[-1]:
+      taken.append((c, sum(1 for cc, _ in taken if cc == c)))
+      spent += cost[c]
+  assert {c for r in rounds for c in r} >= {1, 2, 3}, rounds
+  assert spent <= s.budget * grid_cost + 1e-9

@@ -44,11 +44,23 @@ def decide(cells: list[cell_law.Cell], cost, grid_cost: float, spent: float,
   if s.stop_ci > 0 and "error" not in fit and fit["rel_width"] <= s.stop_ci:
     return dict(out, stop="interval")
   left = s.budget * grid_cost - spent
-  picks = design_rule.pick(fit, [c.cap for c in cells], cost, [len(c.y) for c in cells],
+  seeds = [len(c.y) for c in cells]
+  picks = design_rule.pick(fit, [c.cap for c in cells], cost, seeds,
                            size=s.round_size, max_seeds=s.max_seeds, explore=s.explore)
+  return dict(out, **_within_budget(picks, cost, seeds, left, grid_cost))
+
+
+def _within_budget(picks, cost, seeds, left: float, grid_cost: float) -> dict:
+  """The picks the budget pays for, in their order, one model at every unmeasured cell
+  reserved: a pick there is paid from the reserve, any other only while what is left
+  still pays for it (the claims are undecided while a cell of the grid has no model)."""
+  unmeasured = {c for c, n in enumerate(seeds) if n == 0}
   kept = []
   for p in picks:
-    if cost[p["cell"]] <= left + 1e-9 * grid_cost:
+    c = p["cell"]
+    reserve = sum(cost[u] for u in unmeasured if u != c)
+    if cost[c] <= left - reserve + 1e-9 * grid_cost:
       kept.append(p)
-      left -= cost[p["cell"]]
-  return dict(out, picks=kept, stop=None if kept else "budget")
+      left -= cost[c]
+      unmeasured.discard(c)
+  return dict(picks=kept, stop=None if kept else "budget")
