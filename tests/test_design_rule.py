@@ -247,3 +247,17 @@ def test_the_budget_keeps_one_model_for_every_unmeasured_depth():
       spent += cost[c]
   assert {c for r in rounds for c in r} >= {1, 2, 3}, rounds
   assert spent <= s.budget * grid_cost + 1e-9
+
+
+def test_a_budget_below_the_reserve_still_measures_what_it_can():
+  """Where what is left cannot pay for a model at every unmeasured depth, the picks there
+  are still taken while they fit, never past the budget."""
+  p = pool(5)
+  taken = [(c, m) for c in (0, 4) for m in range(2)]
+  cost = [float(x) for x in XS]
+  spent = 2 * (cost[0] + cost[4])
+  grid_cost = 4 * sum(cost)
+  s = design.Settings(budget=(spent + 3.5) / grid_cost)  # the reserve would be 2 + 3 + 4
+  d = design.decide(replay.cells_of(p, taken), cost, grid_cost, spent, s)
+  got = [q["cell"] for q in d["picks"]]
+  assert got and set(got) <= {1, 2, 3} and sum(cost[c] for c in got) <= 3.5, d["picks"]

@@ -52,13 +52,14 @@ def decide(cells: list[cell_law.Cell], cost, grid_cost: float, spent: float,
 
 def _within_budget(picks, cost, seeds, left: float, grid_cost: float) -> dict:
   """The picks the budget pays for, in their order, one model at every unmeasured cell
-  reserved: a pick there is paid from the reserve, any other only while what is left
-  still pays for it (the claims are undecided while a cell of the grid has no model)."""
+  reserved: a pick there is paid while it fits what is left, any other only while what is
+  left beyond the reserve pays for it (the claims are undecided while a cell of the grid
+  has no model; a budget too small for the whole reserve measures what it can)."""
   unmeasured = {c for c, n in enumerate(seeds) if n == 0}
   kept = []
   for p in picks:
     c = p["cell"]
-    reserve = sum(cost[u] for u in unmeasured if u != c)
+    reserve = 0.0 if c in unmeasured else sum(cost[u] for u in unmeasured)
     if cost[c] <= left - reserve + 1e-9 * grid_cost:
       kept.append(p)
       left -= cost[c]
