@@ -78,6 +78,8 @@ def test_the_recorded_replay_keeps_what_it_met():
   assert min(ad["coverage_by_share"].values()) >= 0.9
   for k in ("0.5", "0.75"):  # within 10% of `ends` from half the grid's compute on (but 1.0)
     assert ad["rmse_by_share"][k] <= 1.1 * rules["ends"]["rmse_by_share"][k], k
+  own = ad["at_budget"]  # the study `run` makes at the default budget, its reserve kept
+  assert own["decided"] == 1.0 and own["coverage"] >= 0.9 and own["spent"] <= own["budget"]
   assert got["settings"] == json.loads(json.dumps(dataclasses.asdict(design.Settings())))
 
 

@@ -249,6 +249,25 @@ def test_the_budget_keeps_one_model_for_every_unmeasured_depth():
   assert spent <= s.budget * grid_cost + 1e-9
 
 
+def test_without_the_reserve_the_budget_goes_where_the_variance_shrinks():
+  """design.reserve=false: the picks in order while they fit, as before the reserve."""
+  p = pool(5)
+  taken = [(c, m) for c in (0, 4) for m in range(3)]
+  cost = [float(x) for x in XS]
+  spent = 3 * (cost[0] + cost[4])
+  grid_cost = 4 * sum(cost)
+  left = 2 + 3 + 4 + 1
+  s = design.Settings(budget=(spent + left) / grid_cost, reserve=False)
+  d = design.decide(replay.cells_of(p, taken), cost, grid_cost, spent, s)
+  want = []
+  for q in design_rule.pick(d["fit"], [math.inf] * 5, cost, [3, 0, 0, 0, 3],
+                            size=s.round_size, max_seeds=s.max_seeds, explore=s.explore):
+    if cost[q["cell"]] <= left:
+      want.append(q["cell"])
+      left -= cost[q["cell"]]
+  assert [q["cell"] for q in d["picks"]] == want and not {1, 2, 3} <= set(want)
+
+
 def test_a_budget_below_the_reserve_still_measures_what_it_can():
   """Where what is left cannot pay for a model at every unmeasured depth, the picks there
   are still taken while they fit, never past the budget."""

@@ -82,6 +82,7 @@ def run_design(replays: int | None = None, log: Callable[[str], None] = print,
   verdict_of = _verdicts(c)
   truth_v = verdict_of([pool.rows[ci][m] for ci, m in every])
   per = {r: [] for r in replay.RULES}
+  own = []  # the adaptive study at its own budget
   for i in range(replays):
     rng = np.random.default_rng(i)
     order = [list(rng.permutation(len(ys))) for ys in pool.y]
@@ -90,9 +91,18 @@ def run_design(replays: int | None = None, log: Callable[[str], None] = print,
       seq = replay.sequence(rule, pool, order, GRID_SEEDS, rng, s)
       per[rule].append(replay.evaluate(pool, seq, SHARES, grid_cost, truth["slope"],
                                        verdict_of, truth_v))
+    own.append(replay.at_budget(pool, order, GRID_SEEDS, s, truth["slope"], verdict_of,
+                                truth_v))
     if (i + 1) % 50 == 0:
       log(f"bench design: {i + 1}/{replays} replays")
   rules = {r: summarize(per[r]) for r in replay.RULES}
+  err = np.array([o["err"] for o in own], float)
+  rules["adaptive"]["at_budget"] = dict(
+      budget=s.budget, spent=float(np.mean([o["spent"] for o in own])),
+      rmse=float(np.sqrt(np.nanmean(err ** 2))) if np.isfinite(err).any() else math.inf,
+      no_slope=int(np.isnan(err).sum()), coverage=float(np.mean([o["covered"] for o in own])),
+      verdicts=float(np.mean([o["verdicts"] for o in own])),
+      decided=float(np.mean([o["decided"] for o in own])))
   grid_rmse = rules["grid_order"]["rmse_by_share"]["1.0"]
   for r in rules.values():
     r["share_to_grid"] = next((sh for sh in SHARES if r["rmse_all"][str(sh)] <= grid_rmse),
@@ -128,6 +138,11 @@ def table(result: dict) -> list[str]:
       out.append(f"{name:11s} {float(k):5.2f} {r['rmse_by_share'][k]:7.4f} "
                  f"{r['coverage_by_share'][k]:8.3f} {r['verdicts_by_share'][k]:8.3f} "
                  f"{r['half_width_by_share'][k]:8.4f}  {r['share_to_grid']:.2f}")
+  own = result["rules"]["adaptive"].get("at_budget")
+  if own:
+    out.append(f"adaptive at its budget ({own['budget']:g}, the study `run` makes; spent "
+               f"{own['spent']:.2f}): rmse {own['rmse']:.4f}, coverage {own['coverage']:.3f}, "
+               f"verdicts {own['verdicts']:.3f}, claims decided {own['decided']:.3f}")
   return out
 
 
@@ -178,23 +193,35 @@ def summarize(runs: list[list[dict]]) -> dict:
   return out
 
 
-def replay_share(name: str = POOL) -> float | None:
-  """The adaptive rule's share_to_grid in the recorded replay (data/<pool>_replay.json,
-  written by `depthscale bench --preset design --json ...`), or None if none is kept."""
+def _recorded(name: str = POOL) -> dict | None:
+  """The recorded replay (data/<pool>_replay.json, written by `depthscale bench --preset
+  design --json ...`), or None if none is kept."""
   path = os.path.join(DATA, f"{name}_replay.json")
   if not os.path.isfile(path):
     return None
   with open(path) as f:
-    return float(json.load(f)["rules"]["adaptive"]["share_to_grid"])
+    return json.load(f)
+
+
+def replay_share(name: str = POOL) -> float | None:
+  """The adaptive rule's share_to_grid in the recorded replay, or None."""
+  got = _recorded(name)
+  return None if got is None else float(got["rules"]["adaptive"]["share_to_grid"])
 
 
 def plan_line(grid_s: float, budget: float) -> str:
   """`plan`'s line for an adaptive study: the grid's training time, its budget's, and
   what the replay's adaptive rule needed to match the grid's slope error."""
-  share = replay_share()
+  got = _recorded()
+  share = None if got is None else float(got["rules"]["adaptive"]["share_to_grid"])
   seen = (f"; in the replay (bench --preset design) the adaptive rule matched the full "
           f"grid's slope error at {share:.2f} of its compute: about {_dur(share * grid_s)}"
           if share is not None else "")
+  own = None if got is None else got["rules"]["adaptive"].get("at_budget")
+  if own and own["budget"] == budget:
+    seen += (f" (a study of budget {budget:g}, one model kept for every depth: error "
+             f"{own['rmse']:.3f} against the grid's "
+             f"{got['rules']['grid_order']['rmse_by_share']['1.0']:.3f})")
   return (f"adaptive design: the grid above trains in {_dur(grid_s)}; the design spends at "
           f"most its budget, {budget:g} of it ({_dur(budget * grid_s)}){seen}")
 

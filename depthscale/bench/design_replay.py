@@ -47,7 +47,9 @@ def cells_of(pool: Pool, taken) -> list[cell_law.Cell]:
   return out
 
 
-def _seq_adaptive(pool, order, grid_cost, s: design.Settings):
+def _seq_adaptive(pool, order, grid_cost, s: design.Settings, full: bool = True):
+  """The adaptive study's models in training order: of budget 1.0 (read by prefixes) or,
+  `full` false, the study `run` makes at `s`'s own budget."""
   taken, spent = [], 0.0
   used = [0] * len(pool.x)
 
@@ -59,10 +61,10 @@ def _seq_adaptive(pool, order, grid_cost, s: design.Settings):
         used[c] += 1
         spent += pool.cost[c]
   take(design.first_cells(pool.x, s))
-  full = dataclasses.replace(s, budget=1.0, stop_ci=0.0,
-                             max_seeds=min(s.max_seeds, min(len(o) for o in order)))
+  s = dataclasses.replace(s, budget=1.0 if full else s.budget, stop_ci=0.0,
+                          max_seeds=min(s.max_seeds, min(len(o) for o in order)))
   while True:
-    d = design.decide(cells_of(pool, taken), pool.cost, grid_cost, spent, full)
+    d = design.decide(cells_of(pool, taken), pool.cost, grid_cost, spent, s)
     if d["stop"]:
       break
     take([p["cell"] for p in d["picks"]])
@@ -85,6 +87,23 @@ def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Setti
     n = min(len(order[0]), len(order[-1]))
     return [(c, order[c][i]) for i in range(n) for c in ends]
   raise ValueError(f"unknown rule {rule!r}; valid: {', '.join(RULES)}")
+
+
+def at_budget(pool: Pool, order, grid_seeds: int, s: design.Settings, truth: float,
+              verdict_of, truth_verdicts) -> dict:
+  """The study `run` makes at `s`'s budget (not a prefix of one of budget 1.0: its
+  reserve binds before its end): its error, coverage, verdicts and whether it decided
+  every claim."""
+  grid_cost = grid_seeds * float(np.sum(pool.cost))
+  taken = _seq_adaptive(pool, order, grid_cost, s, full=False)
+  f = cell_law.fit(cells_of(pool, taken))
+  verdicts = verdict_of([pool.rows[c][m] for c, m in taken])
+  out = dict(spent=sum(pool.cost[c] for c, _ in taken) / grid_cost,
+             verdicts=verdicts == truth_verdicts,
+             decided=all(v is not None for v in verdicts), err=math.nan, covered=False)
+  if "error" not in f and math.isfinite(f["slope"]):
+    out.update(err=f["slope"] - truth, covered=bool(f["ci95"][0] <= truth <= f["ci95"][1]))
+  return out
 
 
 def prefix(seq, cost, budget: float):

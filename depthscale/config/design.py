@@ -28,6 +28,10 @@ def add(c: ml_collections.ConfigDict) -> None:
   field(c, "design.round_size", 8, "adaptive: models chosen at each round barrier")
   field(c, "design.explore", 0.25, "adaptive: the share of a round's picks kept for depths "
         "with few seeds or far from the fitted line (a law that bends shows it)")
+  field(c, "design.reserve", True, "adaptive: keep one model at every unmeasured depth in "
+        "the budget, so the claims are decided (false: all of it where the slope's "
+        "variance shrinks most; its error is smaller, its claims undecided while a depth "
+        "has no model)")
 
 
 def settings(c):
@@ -36,7 +40,8 @@ def settings(c):
   d = c.design
   return Settings(budget=float(d.budget), max_seeds=int(d.max_seeds), stop_ci=float(d.stop_ci),
                   first=tuple(d.first), first_seeds=int(d.first_seeds),
-                  round_size=int(d.round_size), explore=float(d.explore))
+                  round_size=int(d.round_size), explore=float(d.explore),
+                  reserve=bool(d.reserve))
 
 
 def check(c) -> None:
@@ -70,6 +75,8 @@ def check(c) -> None:
   if explore >= 1:
     raise ConfigError(f"design.explore: {explore!r} leaves no pick for the slope; give a "
                       "share in [0, 1)")
+  if not isinstance(c.design.reserve, bool):
+    raise ConfigError(f"design.reserve: {c.design.reserve!r} is not true or false")
   _check_first(c, budget)
 
 

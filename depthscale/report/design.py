@@ -23,6 +23,7 @@ class Settings:
   first_seeds: int = 2       # seeds per first-round cell
   round_size: int = 8        # models per later round
   explore: float = 0.25      # share of a round's picks kept for cells far from the line
+  reserve: bool = True       # one model at every unmeasured cell kept in the budget
 
 
 def first_cells(x_all, s: Settings) -> list[int]:
@@ -47,7 +48,8 @@ def decide(cells: list[cell_law.Cell], cost, grid_cost: float, spent: float,
   seeds = [len(c.y) for c in cells]
   picks = design_rule.pick(fit, [c.cap for c in cells], cost, seeds,
                            size=s.round_size, max_seeds=s.max_seeds, explore=s.explore)
-  return dict(out, **_within_budget(picks, cost, seeds, left, grid_cost))
+  measured = seeds if s.reserve else [1] * len(seeds)  # no reserve: none is owed
+  return dict(out, **_within_budget(picks, cost, measured, left, grid_cost))
 
 
 def _within_budget(picks, cost, seeds, left: float, grid_cost: float) -> dict:
