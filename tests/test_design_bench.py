@@ -94,3 +94,15 @@ def test_a_grids_identity_ignores_the_adaptive_rules_fields():
   assert grid == ident("design.kind='grid'", "design.explore=0.5", "design.round_size=3")
   assert ident("design.explore=0.5") != ident()  # adaptive: the rule decides the models
   assert ident("design.kind='grid'", "grid.seed=[0, 1, 2]") != grid
+
+
+@pytest.mark.skipif(not bench.replay_share(), reason="no recorded replay")
+def test_plans_line_quotes_the_recorded_study_of_its_budget_and_reserve():
+  """`plan` quotes the replay's study at the default budget (its reserve kept) only for a
+  study of that budget and reserve."""
+  own = json.load(open(f"{bench.DATA}/{bench.POOL}_replay.json"))["rules"]["adaptive"][
+      "at_budget"]
+  quoted = f"error {own['rmse']:.3f} against the grid's"
+  assert quoted in bench.plan_line(3600.0, own["budget"], True)
+  assert quoted not in bench.plan_line(3600.0, own["budget"], False)
+  assert quoted not in bench.plan_line(3600.0, 0.3, True)

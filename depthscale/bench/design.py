@@ -209,7 +209,7 @@ def replay_share(name: str = POOL) -> float | None:
   return None if got is None else float(got["rules"]["adaptive"]["share_to_grid"])
 
 
-def plan_line(grid_s: float, budget: float) -> str:
+def plan_line(grid_s: float, budget: float, reserve: bool = True) -> str:
   """`plan`'s line for an adaptive study: the grid's training time, its budget's, and
   what the replay's adaptive rule needed to match the grid's slope error."""
   got = _recorded()
@@ -218,7 +218,7 @@ def plan_line(grid_s: float, budget: float) -> str:
           f"grid's slope error at {share:.2f} of its compute: about {_dur(share * grid_s)}"
           if share is not None else "")
   own = None if got is None else got["rules"]["adaptive"].get("at_budget")
-  if own and own["budget"] == budget:
+  if own and own["budget"] == budget and got["settings"].get("reserve") == reserve:
     seen += (f" (a study of budget {budget:g}, one model kept for every depth: error "
              f"{own['rmse']:.3f} against the grid's "
              f"{got['rules']['grid_order']['rmse_by_share']['1.0']:.3f})")

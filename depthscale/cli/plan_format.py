@@ -27,7 +27,8 @@ def format_plan(est: dict, c) -> str:
                f"{est['workers']} worker(s): {_hours(est['per_worker_s'])} wall each")
   if c.design.kind == "adaptive":  # the grid's price beside the design's
     from depthscale.bench import design as design_bench
-    lines.append(design_bench.plan_line(est["est_train_s"], c.design.budget))
+    lines.append(design_bench.plan_line(est["est_train_s"], c.design.budget,
+                                         bool(c.design.reserve)))
   return "\n".join(lines)
 
 
