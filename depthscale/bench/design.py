@@ -212,8 +212,7 @@ def replay_share(name: str = POOL) -> float | None:
 def plan_line(grid_s: float, budget: float, reserve: bool = True) -> str:
   """`plan`'s line for an adaptive study: the grid's training time, its budget's, and
   what the replay's adaptive rule needed to match the grid's slope error."""
-  got = _recorded()
-  share = None if got is None else float(got["rules"]["adaptive"]["share_to_grid"])
+  got, share = _recorded(), replay_share()
   seen = (f"; in the replay (bench --preset design) the adaptive rule matched the full "
           f"grid's slope error at {share:.2f} of its compute: about {_dur(share * grid_s)}"
           if share is not None else "")

@@ -92,18 +92,14 @@ def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Setti
 def at_budget(pool: Pool, order, grid_seeds: int, s: design.Settings, truth: float,
               verdict_of, truth_verdicts) -> dict:
   """The study `run` makes at `s`'s budget (not a prefix of one of budget 1.0: its
-  reserve binds before its end): its error, coverage, verdicts and whether it decided
-  every claim."""
+  reserve binds before its end): its `score`, compute spent and whether it decided every
+  claim."""
   grid_cost = grid_seeds * float(np.sum(pool.cost))
   taken = _seq_adaptive(pool, order, grid_cost, s, full=False)
-  f = cell_law.fit(cells_of(pool, taken))
   verdicts = verdict_of([pool.rows[c][m] for c, m in taken])
-  out = dict(spent=sum(pool.cost[c] for c, _ in taken) / grid_cost,
-             verdicts=verdicts == truth_verdicts,
-             decided=all(v is not None for v in verdicts), err=math.nan, covered=False)
-  if "error" not in f and math.isfinite(f["slope"]):
-    out.update(err=f["slope"] - truth, covered=bool(f["ci95"][0] <= truth <= f["ci95"][1]))
-  return out
+  return dict(score(pool, taken, truth, verdict_of, truth_verdicts),
+              spent=sum(pool.cost[c] for c, _ in taken) / grid_cost,
+              decided=all(v is not None for v in verdicts))
 
 
 def prefix(seq, cost, budget: float):
@@ -117,22 +113,23 @@ def prefix(seq, cost, budget: float):
   return out
 
 
+def score(pool: Pool, taken, truth: float, verdict_of, truth_verdicts) -> dict:
+  """The fit of the models `taken`: the slope's error, whether its 95% interval (or,
+  with no slope, its one-sided bound) holds the truth, whether the claims' verdicts equal
+  the pool's, and the interval's half width."""
+  f = cell_law.fit(cells_of(pool, taken))
+  if "error" in f or not math.isfinite(f["slope"]):  # no slope; at most a one-sided bound
+    bound = f.get("slope_max")
+    return dict(err=math.nan, verdicts=False, covered=bound is not None and truth <= bound)
+  lo, hi = f["ci95"]
+  rows = [pool.rows[c][m] for c, m in taken]
+  return dict(err=f["slope"] - truth, covered=bool(lo <= truth <= hi),
+              verdicts=verdict_of(rows) == truth_verdicts,
+              half_width=(hi - lo) / 2 if math.isfinite(hi - lo) else math.inf)
+
+
 def evaluate(pool: Pool, seq, shares, grid_cost: float, truth: float, verdict_of,
              truth_verdicts) -> list[dict]:
-  """Per share: the slope's error, whether its 95% interval holds the truth, and
-  whether the claims' verdicts equal the pool's."""
-  out = []
-  for share in shares:
-    taken = prefix(seq, pool.cost, share * grid_cost)
-    f = cell_law.fit(cells_of(pool, taken))
-    if "error" in f or not math.isfinite(f["slope"]):  # no slope; at most a one-sided bound
-      bound = f.get("slope_max")
-      out.append(dict(share=share, err=math.nan, verdicts=False,
-                      covered=bound is not None and truth <= bound))
-      continue
-    lo, hi = f["ci95"]
-    rows = [pool.rows[c][m] for c, m in taken]
-    out.append(dict(share=share, err=f["slope"] - truth, covered=bool(lo <= truth <= hi),
-                    verdicts=verdict_of(rows) == truth_verdicts,
-                    half_width=(hi - lo) / 2 if math.isfinite(hi - lo) else math.inf))
-  return out
+  """Per share: `score` of the longest prefix of `seq` that costs at most the share."""
+  return [dict(share=share, **score(pool, prefix(seq, pool.cost, share * grid_cost), truth,
+                                    verdict_of, truth_verdicts)) for share in shares]

@@ -48,16 +48,16 @@ def decide(cells: list[cell_law.Cell], cost, grid_cost: float, spent: float,
   seeds = [len(c.y) for c in cells]
   picks = design_rule.pick(fit, [c.cap for c in cells], cost, seeds,
                            size=s.round_size, max_seeds=s.max_seeds, explore=s.explore)
-  measured = seeds if s.reserve else [1] * len(seeds)  # no reserve: none is owed
-  return dict(out, **_within_budget(picks, cost, measured, left, grid_cost))
+  owed = {c for c, n in enumerate(seeds) if n == 0} if s.reserve else set()
+  return dict(out, **_within_budget(picks, cost, owed, left, grid_cost))
 
 
-def _within_budget(picks, cost, seeds, left: float, grid_cost: float) -> dict:
+def _within_budget(picks, cost, unmeasured: set, left: float, grid_cost: float) -> dict:
   """The picks the budget pays for, in their order, one model at every unmeasured cell
   reserved: a pick there is paid while it fits what is left, any other only while what is
   left beyond the reserve pays for it (the claims are undecided while a cell of the grid
   has no model; a budget too small for the whole reserve measures what it can)."""
-  unmeasured = {c for c, n in enumerate(seeds) if n == 0}
+  unmeasured = set(unmeasured)
   kept = []
   for p in picks:
     c = p["cell"]
