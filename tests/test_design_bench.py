@@ -80,6 +80,12 @@ def test_the_recorded_replay_keeps_what_it_met():
     assert ad["rmse_by_share"][k] <= 1.1 * rules["ends"]["rmse_by_share"][k], k
   own = ad["at_budget"]  # the study `run` makes at the default budget, its reserve kept
   assert own["decided"] == 1.0 and own["coverage"] >= 0.9 and own["spent"] <= own["budget"]
+  assert ad["at_budgets"][str(own["budget"])] == own
+  grid = rules["grid_order"]["rmse_by_share"]["1.0"]
+  below = [b for b, o in ad["at_budgets"].items() if o["rmse"] <= grid]
+  assert ad["budget_to_grid"] == min(map(float, below))  # the first budget at the grid's
+  for o in ad["at_budgets"].values():  # every budget decides the claims (the reserve)
+    assert o["decided"] == 1.0 and o["spent"] <= o["budget"] + 1e-9
   assert got["settings"] == json.loads(json.dumps(dataclasses.asdict(design.Settings())))
 
 
@@ -106,3 +112,32 @@ def test_plans_line_quotes_the_recorded_study_of_its_budget_and_reserve():
   assert quoted in bench.plan_line(3600.0, own["budget"], True)
   assert quoted not in bench.plan_line(3600.0, own["budget"], False)
   assert quoted not in bench.plan_line(3600.0, 0.3, True)
+  enough = json.load(open(f"{bench.DATA}/{bench.POOL}_replay.json"))["rules"]["adaptive"][
+      "budget_to_grid"]
+  hint = f"--config.design.budget={enough:g}"
+  assert hint in bench.plan_line(3600.0, enough - 0.05, True)
+  assert hint not in bench.plan_line(3600.0, enough, True)
+  assert hint not in bench.plan_line(3600.0, enough - 0.05, False)  # another reserve
+
+
+def test_a_study_at_its_budget_is_judged_beside_the_grid_drawn_with_it(tmp_path, monkeypatch):
+  """`as_grid`: the study's verdicts equal those of the grid of the same replay (the first
+  4 seeds of each depth's order), against a claim that holds where seed 3 is at depth 4
+  (as the recorded pool's khop_bound rests on one depth-4 seed)."""
+  write_pool(tmp_path)
+  monkeypatch.setattr(bench, "DATA", str(tmp_path))
+  pool, _, _ = bench.load_pool("syn")
+  has_3 = lambda rows: (any(r["depth"] == 4 and r["seed"] == 3 for r in rows),)
+  grid_cost = 4 * float(np.sum(pool.cost))
+  seen = set()
+  for i in range(12):
+    rng = np.random.default_rng(i)
+    order = [list(rng.permutation(10)) for _ in DEPTHS]
+    s = design.Settings(budget=0.6)
+    got = replay.at_budget(pool, order, 4, s, 1.0, has_3, (True,))
+    taken = replay._seq_adaptive(pool, order, grid_cost, s, full=False)
+    n4 = sum(c == 3 for c, _ in taken)
+    want = (3 in order[3][:4]) == (3 in order[3][:n4])
+    assert got["as_grid"] == want, i
+    seen.add(want)
+  assert seen == {True, False}  # both cases met in these replays

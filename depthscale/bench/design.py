@@ -12,6 +12,7 @@ the full grid's.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -29,6 +30,7 @@ POOL = "khop_pool"
 REPLAYS, GRID_SEEDS = 200, 4
 SHARES = tuple(round(0.05 * i, 2) for i in range(1, 21))
 REPORTED = (0.25, 0.5, 0.75, 1.0)
+BUDGETS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8)  # the studies `run` makes, replayed
 
 
 def _num(v):
@@ -82,7 +84,8 @@ def run_design(replays: int | None = None, log: Callable[[str], None] = print,
   verdict_of = _verdicts(c)
   truth_v = verdict_of([pool.rows[ci][m] for ci, m in every])
   per = {r: [] for r in replay.RULES}
-  own = []  # the adaptive study at its own budget
+  budgets = sorted(set(BUDGETS) | {s.budget})
+  own = {b: [] for b in budgets}  # the adaptive study `run` makes, at each budget
   for i in range(replays):
     rng = np.random.default_rng(i)
     order = [list(rng.permutation(len(ys))) for ys in pool.y]
@@ -91,22 +94,22 @@ def run_design(replays: int | None = None, log: Callable[[str], None] = print,
       seq = replay.sequence(rule, pool, order, GRID_SEEDS, rng, s)
       per[rule].append(replay.evaluate(pool, seq, SHARES, grid_cost, truth["slope"],
                                        verdict_of, truth_v))
-    own.append(replay.at_budget(pool, order, GRID_SEEDS, s, truth["slope"], verdict_of,
-                                truth_v))
+    for b in budgets:
+      own[b].append(replay.at_budget(pool, order, GRID_SEEDS,
+                                     dataclasses.replace(s, budget=b), truth["slope"],
+                                     verdict_of, truth_v))
     if (i + 1) % 50 == 0:
       log(f"bench design: {i + 1}/{replays} replays")
   rules = {r: summarize(per[r]) for r in replay.RULES}
-  err = np.array([o["err"] for o in own], float)
-  rules["adaptive"]["at_budget"] = dict(
-      budget=s.budget, spent=float(np.mean([o["spent"] for o in own])),
-      rmse=float(np.sqrt(np.nanmean(err ** 2))) if np.isfinite(err).any() else math.inf,
-      no_slope=int(np.isnan(err).sum()), coverage=float(np.mean([o["covered"] for o in own])),
-      verdicts=float(np.mean([o["verdicts"] for o in own])),
-      decided=float(np.mean([o["decided"] for o in own])))
+  ad = rules["adaptive"]
+  ad["at_budgets"] = {str(b): _own_summary(own[b], b) for b in budgets}
+  ad["at_budget"] = ad["at_budgets"][str(s.budget)]
   grid_rmse = rules["grid_order"]["rmse_by_share"]["1.0"]
   for r in rules.values():
     r["share_to_grid"] = next((sh for sh in SHARES if r["rmse_all"][str(sh)] <= grid_rmse),
                               1.0)
+  ad["budget_to_grid"] = next((b for b in budgets if ad["at_budgets"][str(b)]["rmse"]
+                               <= grid_rmse), None)
   n_cens = sum(sum(cc) for cc in pool.censored)
   out = dict(pool=dict(meta, models=len(every), censored=n_cens, depths=pool.x),
              truth=dict(slope=truth["slope"], ci95=truth["ci95"], verdicts=truth_v),
@@ -114,6 +117,18 @@ def run_design(replays: int | None = None, log: Callable[[str], None] = print,
   for line in table(out):
     log(line)
   return out
+
+
+def _own_summary(own: list[dict], budget: float) -> dict:
+  """The studies of one budget over the replays: compute spent, rmse, coverage, verdicts
+  (against the pool's and the same replay's grid's), claims decided."""
+  err = np.array([o["err"] for o in own], float)
+  mean = lambda k: float(np.mean([o[k] for o in own]))
+  return dict(budget=budget, spent=mean("spent"),
+              rmse=float(np.sqrt(np.nanmean(err ** 2))) if np.isfinite(err).any() else math.inf,
+              no_slope=int(np.isnan(err).sum()), coverage=mean("covered"),
+              verdicts=mean("verdicts"), verdicts_as_grid=mean("as_grid"),
+              decided=mean("decided"))
 
 
 def run_preset(log) -> dict:
@@ -138,11 +153,21 @@ def table(result: dict) -> list[str]:
       out.append(f"{name:11s} {float(k):5.2f} {r['rmse_by_share'][k]:7.4f} "
                  f"{r['coverage_by_share'][k]:8.3f} {r['verdicts_by_share'][k]:8.3f} "
                  f"{r['half_width_by_share'][k]:8.4f}  {r['share_to_grid']:.2f}")
-  own = result["rules"]["adaptive"].get("at_budget")
-  if own:
-    out.append(f"adaptive at its budget ({own['budget']:g}, the study `run` makes; spent "
-               f"{own['spent']:.2f}): rmse {own['rmse']:.4f}, coverage {own['coverage']:.3f}, "
-               f"verdicts {own['verdicts']:.3f}, claims decided {own['decided']:.3f}")
+  ad = result["rules"]["adaptive"]
+  if ad.get("at_budgets"):
+    reserve = "one model kept at every depth" if result["settings"].get("reserve") else \
+        "no reserve"
+    out.append(f"the study `run` makes at each budget ({reserve}; the default "
+               f"{ad['at_budget']['budget']:g}):")
+    out.append(f"{'budget':>7s} {'spent':>6s} {'rmse':>7s} {'coverage':>8s} {'verdicts':>8s} "
+               f"{'as grid':>8s} {'decided':>8s}")
+    for own in ad["at_budgets"].values():
+      out.append(f"{own['budget']:7.2f} {own['spent']:6.3f} {own['rmse']:7.4f} "
+                 f"{own['coverage']:8.3f} {own['verdicts']:8.3f} "
+                 f"{own['verdicts_as_grid']:8.3f} {own['decided']:8.3f}")
+    b = ad.get("budget_to_grid")
+    out.append("the grid's error at budget " + (f"{b:g}" if b is not None else
+                                                 f"> {max(BUDGETS):g}"))
   return out
 
 
@@ -216,11 +241,17 @@ def plan_line(grid_s: float, budget: float, reserve: bool = True) -> str:
   seen = (f"; in the replay (bench --preset design) the adaptive rule matched the full "
           f"grid's slope error at {share:.2f} of its compute: about {_dur(share * grid_s)}"
           if share is not None else "")
-  own = None if got is None else got["rules"]["adaptive"].get("at_budget")
-  if own and own["budget"] == budget and got["settings"].get("reserve") == reserve:
-    seen += (f" (a study of budget {budget:g}, one model kept for every depth: error "
-             f"{own['rmse']:.3f} against the grid's "
-             f"{got['rules']['grid_order']['rmse_by_share']['1.0']:.3f})")
+  if got is not None and got["settings"].get("reserve") == reserve:
+    ad, grid_rmse = got["rules"]["adaptive"], got["rules"]["grid_order"]["rmse_by_share"]["1.0"]
+    own = (ad.get("at_budgets") or {}).get(str(budget))
+    kept = ", one model kept for every depth" if reserve else ", no depth kept"
+    if own:
+      seen += (f" (a study of budget {budget:g}{kept}: error {own['rmse']:.3f} against the "
+               f"grid's {grid_rmse:.3f})")
+    b = ad.get("budget_to_grid")
+    if b is not None and budget < b:
+      seen += (f"; the study `run` makes matched the grid's error from budget {b:g} "
+               f"(--config.design.budget={b:g})")
   return (f"adaptive design: the grid above trains in {_dur(grid_s)}; the design spends at "
           f"most its budget, {budget:g} of it ({_dur(budget * grid_s)}){seen}")
 

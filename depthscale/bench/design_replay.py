@@ -92,14 +92,17 @@ def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Setti
 def at_budget(pool: Pool, order, grid_seeds: int, s: design.Settings, truth: float,
               verdict_of, truth_verdicts) -> dict:
   """The study `run` makes at `s`'s budget (not a prefix of one of budget 1.0: its
-  reserve binds before its end): its `score`, compute spent and whether it decided every
-  claim."""
+  reserve binds before its end): its `score`, compute spent, whether it decided every
+  claim, and whether its verdicts equal those of the grid drawn in the same replay (the
+  live comparison: the pool's verdicts may rest on seeds the grid never draws)."""
   grid_cost = grid_seeds * float(np.sum(pool.cost))
   taken = _seq_adaptive(pool, order, grid_cost, s, full=False)
   verdicts = verdict_of([pool.rows[c][m] for c, m in taken])
+  grid = [(c, order[c][i]) for c in range(len(pool.x)) for i in range(grid_seeds)]
   return dict(score(pool, taken, truth, verdict_of, truth_verdicts),
               spent=sum(pool.cost[c] for c, _ in taken) / grid_cost,
-              decided=all(v is not None for v in verdicts))
+              decided=all(v is not None for v in verdicts),
+              as_grid=verdicts == verdict_of([pool.rows[c][m] for c, m in grid]))
 
 
 def prefix(seq, cost, budget: float):
