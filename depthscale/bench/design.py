@@ -7,7 +7,9 @@ rule spends up to the grid's compute on the pool's models (design_replay.py). Pr
 per rule: the slope's root mean square error against the truth at 25, 50, 75 and 100%
 of the grid's compute, how often its 95% interval holds the truth, how often its claims'
 verdicts equal the pool's, and the smallest share at which its error is no larger than
-the full grid's.
+the full grid's. Beside them, the study `run` makes at each of BUDGETS (not a prefix: its
+reserve binds before its end): its error, coverage, verdicts (against the pool's and the
+grid's drawn in the same replay), and the smallest budget that reaches the grid's error.
 """
 from __future__ import annotations
 
