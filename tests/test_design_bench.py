@@ -106,14 +106,13 @@ def test_a_grids_identity_ignores_the_adaptive_rules_fields():
 def test_plans_line_quotes_the_recorded_study_of_its_budget_and_reserve():
   """`plan` quotes the replay's study at the default budget (its reserve kept) only for a
   study of that budget and reserve."""
-  own = json.load(open(f"{bench.DATA}/{bench.POOL}_replay.json"))["rules"]["adaptive"][
-      "at_budget"]
+  with open(f"{bench.DATA}/{bench.POOL}_replay.json") as f:
+    ad = json.load(f)["rules"]["adaptive"]
+  own, enough = ad["at_budget"], ad["budget_to_grid"]
   quoted = f"error {own['rmse']:.3f} against the grid's"
   assert quoted in bench.plan_line(3600.0, own["budget"], True)
   assert quoted not in bench.plan_line(3600.0, own["budget"], False)
   assert quoted not in bench.plan_line(3600.0, 0.3, True)
-  enough = json.load(open(f"{bench.DATA}/{bench.POOL}_replay.json"))["rules"]["adaptive"][
-      "budget_to_grid"]
   hint = f"--config.design.budget={enough:g}"
   assert hint in bench.plan_line(3600.0, enough - 0.05, True)
   assert hint not in bench.plan_line(3600.0, enough, True)
@@ -134,7 +133,8 @@ def test_a_study_at_its_budget_is_judged_beside_the_grid_drawn_with_it(tmp_path,
     rng = np.random.default_rng(i)
     order = [list(rng.permutation(10)) for _ in DEPTHS]
     s = design.Settings(budget=0.6)
-    got = replay.at_budget(pool, order, 4, s, 1.0, has_3, (True,))
+    grid_v = has_3([pool.rows[c][m] for c, m in replay.grid_models(order, 4)])
+    got = replay.at_budget(pool, order, 4, s, 1.0, has_3, (True,), grid_v)
     taken = replay._seq_adaptive(pool, order, grid_cost, s, full=False)
     n4 = sum(c == 3 for c, _ in taken)
     want = (3 in order[3][:4]) == (3 in order[3][:n4])

@@ -217,6 +217,16 @@ def test_a_bending_law_is_estimated_as_the_grid_would():
   assert got["adaptive"][0][0] < got["ends"][0][0]  # ends fits the chord, not the line
 
 
+def paid_in_order(picks, cost, left):
+  """The cells of `picks` a budget without a reserve pays for: in order, while each fits."""
+  paid = []
+  for q in picks:
+    if cost[q["cell"]] <= left:
+      paid.append(q["cell"])
+      left -= cost[q["cell"]]
+  return paid
+
+
 def test_the_budget_keeps_one_model_for_every_unmeasured_depth():
   """A study ends with a model at each depth of its grid (its claims are undecided while
   one has none): where the budget left pays for little more than the unmeasured depths,
@@ -230,11 +240,7 @@ def test_the_budget_keeps_one_model_for_every_unmeasured_depth():
   fit = cell_law.fit(replay.cells_of(p, taken))
   picks = design_rule.pick(fit, [math.inf] * 5, cost, [3, 0, 0, 0, 3], size=s.round_size,
                            max_seeds=s.max_seeds, explore=s.explore)
-  left, unpaid = 2 + 3 + 4 + 1, []
-  for q in picks:  # the budget without a reserve: the picks in order while they fit
-    if cost[q["cell"]] <= left:
-      unpaid.append(q["cell"])
-      left -= cost[q["cell"]]
+  unpaid = paid_in_order(picks, cost, 2 + 3 + 4 + 1)  # the budget without a reserve
   assert not {1, 2, 3} <= set(unpaid), unpaid  # the variance picks come first
   rounds = []
   while True:
@@ -259,12 +265,9 @@ def test_without_the_reserve_the_budget_goes_where_the_variance_shrinks():
   left = 2 + 3 + 4 + 1
   s = design.Settings(budget=(spent + left) / grid_cost, reserve=False)
   d = design.decide(replay.cells_of(p, taken), cost, grid_cost, spent, s)
-  want = []
-  for q in design_rule.pick(d["fit"], [math.inf] * 5, cost, [3, 0, 0, 0, 3],
-                            size=s.round_size, max_seeds=s.max_seeds, explore=s.explore):
-    if cost[q["cell"]] <= left:
-      want.append(q["cell"])
-      left -= cost[q["cell"]]
+  want = paid_in_order(design_rule.pick(d["fit"], [math.inf] * 5, cost, [3, 0, 0, 0, 3],
+                                        size=s.round_size, max_seeds=s.max_seeds,
+                                        explore=s.explore), cost, left)
   assert [q["cell"] for q in d["picks"]] == want and not {1, 2, 3} <= set(want)
 
 

@@ -96,10 +96,11 @@ def run_design(replays: int | None = None, log: Callable[[str], None] = print,
       seq = replay.sequence(rule, pool, order, GRID_SEEDS, rng, s)
       per[rule].append(replay.evaluate(pool, seq, SHARES, grid_cost, truth["slope"],
                                        verdict_of, truth_v))
+    grid_v = verdict_of([pool.rows[c][m] for c, m in replay.grid_models(order, GRID_SEEDS)])
     for b in budgets:
       own[b].append(replay.at_budget(pool, order, GRID_SEEDS,
                                      dataclasses.replace(s, budget=b), truth["slope"],
-                                     verdict_of, truth_v))
+                                     verdict_of, truth_v, grid_v))
     if (i + 1) % 50 == 0:
       log(f"bench design: {i + 1}/{replays} replays")
   rules = {r: summarize(per[r]) for r in replay.RULES}
@@ -239,7 +240,8 @@ def replay_share(name: str = POOL) -> float | None:
 def plan_line(grid_s: float, budget: float, reserve: bool = True) -> str:
   """`plan`'s line for an adaptive study: the grid's training time, its budget's, and
   what the replay's adaptive rule needed to match the grid's slope error."""
-  got, share = _recorded(), replay_share()
+  got = _recorded()
+  share = None if got is None else float(got["rules"]["adaptive"]["share_to_grid"])
   seen = (f"; in the replay (bench --preset design) the adaptive rule matched the full "
           f"grid's slope error at {share:.2f} of its compute: about {_dur(share * grid_s)}"
           if share is not None else "")

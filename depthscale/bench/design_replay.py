@@ -71,6 +71,12 @@ def _seq_adaptive(pool, order, grid_cost, s: design.Settings, full: bool = True)
   return taken
 
 
+def grid_models(order, grid_seeds: int):
+  """The grid's (cell, model) pairs of a replay, in its order: each cell's first
+  `grid_seeds` seeds of `order`."""
+  return [(c, o[i]) for c, o in enumerate(order) for i in range(grid_seeds)]
+
+
 def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Settings):
   """The (cell, model) pairs `rule` trains, in its order, up to the grid's compute."""
   C = len(pool.x)
@@ -78,7 +84,7 @@ def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Setti
   if rule == "adaptive":
     return _seq_adaptive(pool, order, grid_cost, s)
   if rule == "grid_order":
-    return [(c, order[c][i]) for c in range(C) for i in range(grid_seeds)]
+    return grid_models(order, grid_seeds)
   if rule == "random":
     every = [(c, m) for c in range(C) for m in order[c]]
     return [every[i] for i in rng.permutation(len(every))]
@@ -90,19 +96,19 @@ def sequence(rule: str, pool: Pool, order, grid_seeds: int, rng, s: design.Setti
 
 
 def at_budget(pool: Pool, order, grid_seeds: int, s: design.Settings, truth: float,
-              verdict_of, truth_verdicts) -> dict:
+              verdict_of, truth_verdicts, grid_verdicts) -> dict:
   """The study `run` makes at `s`'s budget (not a prefix of one of budget 1.0: its
   reserve binds before its end): its `score`, compute spent, whether it decided every
-  claim, and whether its verdicts equal those of the grid drawn in the same replay (the
-  live comparison: the pool's verdicts may rest on seeds the grid never draws)."""
+  claim, and whether its verdicts equal `grid_verdicts`, those of the grid drawn in the
+  same replay (`grid_models`; the live comparison: the pool's verdicts may rest on seeds
+  the grid never draws)."""
   grid_cost = grid_seeds * float(np.sum(pool.cost))
   taken = _seq_adaptive(pool, order, grid_cost, s, full=False)
   verdicts = verdict_of([pool.rows[c][m] for c, m in taken])
-  grid = [(c, order[c][i]) for c in range(len(pool.x)) for i in range(grid_seeds)]
   return dict(score(pool, taken, truth, verdict_of, truth_verdicts),
               spent=sum(pool.cost[c] for c, _ in taken) / grid_cost,
               decided=all(v is not None for v in verdicts),
-              as_grid=verdicts == verdict_of([pool.rows[c][m] for c, m in grid]))
+              as_grid=verdicts == grid_verdicts)
 
 
 def prefix(seq, cost, budget: float):
