@@ -97,7 +97,7 @@ def _key(kind, task, cfg, tcfg, steps, devices) -> tuple:  # the class: a file l
 
 
 def _train_steps(task, cfg, tcfg, max_steps, devices):
-  step_M = group_step(task, cfg, tcfg, devices)
+  step_M = jax.jit(group_step(task, cfg, tcfg, devices), inline=True)
 
   def loop(state_M, hp_M, arch_M, n):
     _, like = jax.eval_shape(step_M, state_M, hp_M, arch_M)
