@@ -97,6 +97,8 @@ def _key(kind, task, cfg, tcfg, steps, devices) -> tuple:  # the class: a file l
 
 
 def _train_steps(task, cfg, tcfg, max_steps, devices):
+  # jitted inline: the shape pass below and the loop's body share one trace of the step,
+  # and the loop holds the step's operations as if it were not jitted
   step_M = jax.jit(group_step(task, cfg, tcfg, devices), inline=True)
 
   def loop(state_M, hp_M, arch_M, n):
