@@ -178,6 +178,7 @@ def test_the_train_loop_traces_its_step_once(layout, monkeypatch):
   program._train_steps(task, cfg, tcfg, 2, None).lower(state, hp, arch, np.int32(1))
   assert len(traced) == 1
 
+
 def test_non_finite_model_is_frozen_and_others_unchanged():
   task = tasks.make("word_problem", group="S3")
   tcfg = train.TrainConfig(batch_size=8, length=8, total_steps=60, clip_norm=0.0)
