@@ -18,6 +18,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -30,6 +31,7 @@ from depthscale.io.places import unwritable_message
 
 
 SLACK_BYTES = 1 << 20  # metadata and filesystem blocks on top of the arrays' bytes
+READ_ERROR = re.compile(r"^[A-Z_]+: .*Error (reading|opening|decoding)")  # tensorstore's
 
 
 class GroupCheckpoints:
@@ -94,6 +96,7 @@ class GroupCheckpoints:
     shapes = [jax.tree.map(ocp.utils.to_shape_dtype_struct, jax.device_get(x))
               for x in (like, *older)]
     _drop_late_callbacks_to_closed_loops()  # before any read can fail
+    _drop_unretrieved_read_errors()
     for step in sorted(self.manager.all_steps(), reverse=True):
       tree, errors = None, []
       for abstract in shapes:
@@ -162,6 +165,35 @@ def _late_callback_to_closed_loop(u) -> bool:
     return False
   frames = [f.name for f in traceback.extract_tb(u.exc_traceback)]
   return frames[-2:] == ["call_soon_threadsafe", "_check_closed"]
+
+
+def _drop_unretrieved_read_errors() -> None:
+  """When a restore fails, orbax raises one read's error and leaves the other failed
+  reads' tasks unretrieved; asyncio logs each as "Task exception was never retrieved" with
+  a traceback when it is collected (during the restore or later, as the collector runs),
+  before or after depthscale's one line. A filter on asyncio's logger drops those records
+  (and only those: a task wrapping a C future, tensorstore's, whose error is a tensorstore
+  status naming a read); every other asyncio record still prints. Installed once per
+  process, by the first restore."""
+  logger = logging.getLogger("asyncio")
+  if not any(getattr(f, "_depthscale", False) for f in logger.filters):
+    logger.addFilter(_UnretrievedReadError())
+
+
+class _UnretrievedReadError(logging.Filter):
+  _depthscale = True
+
+  def filter(self, record) -> bool:
+    return not _unretrieved_read_error(record)
+
+
+def _unretrieved_read_error(record) -> bool:
+  exc = record.exc_info[1] if record.exc_info else None
+  if not str(record.msg).startswith("Task exception was never retrieved") or \
+      type(exc) is not ValueError or not READ_ERROR.search(str(exc)):
+    return False
+  frames = traceback.extract_tb(exc.__traceback__)
+  return [f.name for f in frames] == ["_wrap_awaitable"]  # a C future: tensorstore's
 
 
 def disk_full(e: BaseException) -> bool:
