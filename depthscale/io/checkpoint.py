@@ -176,15 +176,13 @@ def _drop_unretrieved_read_errors() -> None:
   status naming a read); every other asyncio record still prints. Installed once per
   process, by the first restore."""
   logger = logging.getLogger("asyncio")
-  if not any(getattr(f, "_depthscale", False) for f in logger.filters):
-    logger.addFilter(_UnretrievedReadError())
+  if any(getattr(f, "_depthscale", False) for f in logger.filters):
+    return
 
-
-class _UnretrievedReadError(logging.Filter):
-  _depthscale = True
-
-  def filter(self, record) -> bool:
+  def keep(record) -> bool:
     return not _unretrieved_read_error(record)
+  keep._depthscale = True
+  logger.addFilter(keep)
 
 
 def _unretrieved_read_error(record) -> bool:
