@@ -72,17 +72,34 @@ def data_key(seed: int) -> jax.Array:
 
 def init_params(specs, cfg: ModelConfig):
   """Parameters [M, ...] of all specs in `cfg`'s padded shape. Each model is initialised
-  by one compiled program per true shape (its key as data), which every group, lone
-  reference and refill with that shape reuses; a second, cheap program pads and stacks
-  them (one per group composition)."""
-  parts = [compiled.bounded(_init_true, KEEP_INITS)(
-               init_config(true_config(cfg, s)), s.shape(), init_key(s.seed)[None])
-           for s in specs]
+  by one compiled program per true shape but its depth (its key as data; see
+  init_depth), which every group, lone reference and refill with that shape reuses; a
+  second, cheap program cuts each to its depth, pads and stacks them (one per group
+  composition)."""
+  parts = []
+  for s in specs:
+    depth = init_depth(s.depth)
+    parts.append(compiled.bounded(_init_true, KEEP_INITS)(
+        dataclasses.replace(init_config(true_config(cfg, s)), depth=depth),
+        (depth,) + s.shape()[1:], init_key(s.seed)[None]))
   shapes = tuple(s.shape() for s in specs)
   return compiled.bounded(_assemble, KEEP_INITS)(init_config(cfg), shapes, parts)
 
 
 KEEP_INITS = 32  # compiled programs of each kind kept per process (refills reuse a few)
+INIT_DEPTH_STEP = 4  # the depths one compiled init serves: 1-4, 5-8, ...
+
+
+def init_depth(depth: int) -> int:
+  """The depth a model of `depth` layers is initialised at: the layers' keys are split
+  from one key at their index alone (JAX's partitionable Threefry), and their
+  parameters drawn in a scan, so a model's parameters are the first `depth` layers of a
+  deeper init's, bit for bit (tests/test_core.py), and a depth sweep compiles one init
+  per INIT_DEPTH_STEP depths instead of one per depth. At most INIT_DEPTH_STEP - 1
+  layers are drawn and dropped."""
+  if not jax.config.jax_threefry_partitionable:  # keys split in one hash: no prefix
+    return depth
+  return -(-depth // INIT_DEPTH_STEP) * INIT_DEPTH_STEP
 
 
 def init_config(cfg: ModelConfig) -> ModelConfig:
@@ -103,7 +120,7 @@ def _dummy_input(cfg: ModelConfig, length: int | None = None):
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _init_true(tcfg: ModelConfig, shape: tuple, keys):
-  """The parameters [k, ...] of k models of one true shape (tcfg), vmapped over their keys.
+  """The parameters [k, ...] of k models of one shape (tcfg), vmapped over their keys.
   Bitwise what flax's init of each model alone gives op by op (transformer.normal keeps
   XLA from folding the init's scale into the sampler; tests/test_core.py checks it), so
   a figure recorded with the eager init (before 8778ff9, 2026-11-26) does not move."""
@@ -116,17 +133,15 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
 def _assemble(cfg: ModelConfig, shapes: tuple, parts):
   """The models' true-shaped parameters (one [1, ...] tree each, in model order),
   zero-padded into `cfg`'s shape and stacked [M, ...]: one pad per true shape."""
-  dummy = _dummy_input(cfg, length=1)
-  padded_like = jax.eval_shape(
-      lambda k: Transformer(cfg).init(k, dummy, arch_for(cfg, cfg.depth, cfg.width, cfg.heads,
-                                                         cfg.repeats))["params"],
-      jax.random.key(0))
+  padded_like = _params_like(cfg)
   buckets: dict[tuple, list[int]] = {}
   for i, shape in enumerate(shapes):
     buckets.setdefault(shape, []).append(i)
   stacked, order = [], []
-  for idx in buckets.values():
+  for shape, idx in buckets.items():
     same = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[parts[i] for i in idx])
+    same = jax.tree.map(lambda x, t: x[(slice(None),) + tuple(slice(0, n) for n in t.shape)],
+                        same, _params_like(_at_shape(cfg, shape)))  # init_depth's extra layers
     like = jax.tree.map(lambda a: jax.ShapeDtypeStruct((len(idx),) + a.shape, a.dtype),
                         padded_like)
     stacked.append(pad_to(same, like))
@@ -134,6 +149,21 @@ def _assemble(cfg: ModelConfig, shapes: tuple, parts):
   params = jax.tree.map(lambda *xs: jnp.concatenate(xs), *stacked)
   inverse = np.argsort(np.asarray(order))
   return jax.tree.map(lambda x: x[inverse], params)
+
+
+def _at_shape(cfg: ModelConfig, shape: tuple) -> ModelConfig:
+  """`cfg` at one true shape (depth, width, heads, repeats), as true_config makes it."""
+  depth, width, heads, _ = shape
+  return dataclasses.replace(cfg, depth=depth, width=width, heads=heads,
+                             head_size=width // heads)
+
+
+def _params_like(cfg: ModelConfig):
+  """The shapes and dtypes of one model's parameters in `cfg`."""
+  arch = arch_for(cfg, cfg.depth, cfg.width, cfg.heads, cfg.repeats)
+  return jax.eval_shape(
+      lambda k: Transformer(cfg).init(k, _dummy_input(cfg, length=1), arch)["params"],
+      jax.random.key(0))
 
 
 def stack_arch(specs, cfg: ModelConfig) -> Arch:
