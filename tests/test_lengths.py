@@ -16,6 +16,9 @@ from depthscale.tasks.base import Batch, Task
 
 from test_stopping import _StopAfter
 
+# one worker runs this module (make test: --dist loadgroup), so `grown` is trained once
+pytestmark = pytest.mark.xdist_group("lengths")
+
 SPECS = [ModelSpec(1, 16, 2, seed=0, lr=3e-3), ModelSpec(2, 16, 2, seed=1, lr=1e-2)]
 
 
