@@ -1,7 +1,8 @@
 """The models axis M is born here: specs -> one padded shape -> stacked params and Arch.
 
-Each model is initialised at its true shape (one compiled init per true shape, its key as
-data), then zero-padded into the group's shape and stacked on a leading axis M.
+Each model is initialised by one compiled init per true shape but its depth (its key as
+data; init_depth), cut to its depth, zero-padded into the group's shape and stacked on a
+leading axis M.
 Knows nothing of tasks, sweeps or files.
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ def init_params(specs, cfg: ModelConfig):
   parts = []
   for s in specs:
     depth = init_depth(s.depth)
-    parts.append(compiled.bounded(_init_true, KEEP_INITS)(
+    parts.append(compiled.bounded(_init_at, KEEP_INITS)(
         dataclasses.replace(init_config(true_config(cfg, s)), depth=depth),
         (depth,) + s.shape()[1:], init_key(s.seed)[None]))
   shapes = tuple(s.shape() for s in specs)
@@ -97,7 +98,8 @@ def init_depth(depth: int) -> int:
   deeper init's, bit for bit (tests/test_core.py), and a depth sweep compiles one init
   per INIT_DEPTH_STEP depths instead of one per depth. At most INIT_DEPTH_STEP - 1
   layers are drawn and dropped."""
-  if not jax.config.jax_threefry_partitionable:  # keys split in one hash: no prefix
+  if not (jax.config.jax_threefry_partitionable
+          and jax.config.jax_default_prng_impl == "threefry2x32"):  # no prefix to keep
     return depth
   return -(-depth // INIT_DEPTH_STEP) * INIT_DEPTH_STEP
 
@@ -119,7 +121,7 @@ def _dummy_input(cfg: ModelConfig, length: int | None = None):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _init_true(tcfg: ModelConfig, shape: tuple, keys):
+def _init_at(tcfg: ModelConfig, shape: tuple, keys):
   """The parameters [k, ...] of k models of one shape (tcfg), vmapped over their keys.
   Bitwise what flax's init of each model alone gives op by op (transformer.normal keeps
   XLA from folding the init's scale into the sampler; tests/test_core.py checks it), so
@@ -131,8 +133,9 @@ def _init_true(tcfg: ModelConfig, shape: tuple, keys):
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _assemble(cfg: ModelConfig, shapes: tuple, parts):
-  """The models' true-shaped parameters (one [1, ...] tree each, in model order),
-  zero-padded into `cfg`'s shape and stacked [M, ...]: one pad per true shape."""
+  """The models' parameters (one [1, ...] tree each, in model order, drawn at
+  init_depth), cut to their depth, zero-padded into `cfg`'s shape and stacked [M, ...]:
+  one pad per true shape."""
   padded_like = _params_like(cfg)
   buckets: dict[tuple, list[int]] = {}
   for i, shape in enumerate(shapes):
@@ -140,8 +143,7 @@ def _assemble(cfg: ModelConfig, shapes: tuple, parts):
   stacked, order = [], []
   for shape, idx in buckets.items():
     same = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[parts[i] for i in idx])
-    same = jax.tree.map(lambda x, t: x[(slice(None),) + tuple(slice(0, n) for n in t.shape)],
-                        same, _params_like(_at_shape(cfg, shape)))  # init_depth's extra layers
+    same = dict(same, stack=jax.tree.map(lambda x: x[:, :shape[0]], same["stack"]))
     like = jax.tree.map(lambda a: jax.ShapeDtypeStruct((len(idx),) + a.shape, a.dtype),
                         padded_like)
     stacked.append(pad_to(same, like))
@@ -151,15 +153,9 @@ def _assemble(cfg: ModelConfig, shapes: tuple, parts):
   return jax.tree.map(lambda x: x[inverse], params)
 
 
-def _at_shape(cfg: ModelConfig, shape: tuple) -> ModelConfig:
-  """`cfg` at one true shape (depth, width, heads, repeats), as true_config makes it."""
-  depth, width, heads, _ = shape
-  return dataclasses.replace(cfg, depth=depth, width=width, heads=heads,
-                             head_size=width // heads)
-
-
 def _params_like(cfg: ModelConfig):
-  """The shapes and dtypes of one model's parameters in `cfg`."""
+  """The shapes and dtypes of one model's parameters in `cfg` (the stacked layers under
+  "stack", [depth, ...] each)."""
   arch = arch_for(cfg, cfg.depth, cfg.width, cfg.heads, cfg.repeats)
   return jax.eval_shape(
       lambda k: Transformer(cfg).init(k, _dummy_input(cfg, length=1), arch)["params"],
