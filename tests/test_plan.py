@@ -230,6 +230,34 @@ def test_a_program_built_again_is_neither_traced_nor_compiled_again():
     jax.monitoring.unregister_event_duration_listener(listen)
 
 
+def test_a_program_of_fewer_slots_traces_the_model_once(monkeypatch):
+  """A queue's program rebuilt with fewer slots (one padded shape, 3 models then 2) traces
+  one model's step once for both (core/program._one_step, kept and jitted inline), and
+  each program is the one built from the step vmapped as it is, without that: the same
+  fingerprint (the lowered text's)."""
+  from depthscale import tasks
+  from depthscale.core import compiled, train
+  from depthscale.core.ensemble import ModelSpec
+  make_step, traced = train.make_step, []
+
+  def counted(*args):
+    step = make_step(*args)
+    return lambda *x: traced.append(1) or step(*x)  # called once per trace
+  monkeypatch.setattr(train, "make_step", counted)
+  task = tasks.make("word_problem", group="S3")
+  tcfg = train.TrainConfig(batch_size=4, length=4, total_steps=13)  # a key of its own
+  specs = [ModelSpec(1, 16, 2, seed=s) for s in range(3)]
+  bp = program.Blueprint.of(task, specs, tcfg, None, 4)
+  fewer = dataclasses.replace(bp, models=tuple(specs[:2]))
+  three, two = program.build(bp), program.build(fewer)
+  assert (len(three.specs), len(two.specs), three.cfg) == (3, 2, two.cfg)
+  assert len(traced) == 1
+  compiled.clear()  # the reference: the step vmapped as made, traced for each program
+  monkeypatch.setattr(program, "_one_step", lambda *args: make_step(*args))
+  assert program.build(bp).fingerprint == three.fingerprint
+  assert program.build(fewer).fingerprint == two.fingerprint
+
+
 @pytest.mark.parametrize("devices,groups,share", [
     (4, [3, 3, 3, 3], 1),  # 4 one-device shares side by side, no filler copy
     (2, [3, 3], 1),        # tests/test_devices.py's run: 2 shares of 1

@@ -88,6 +88,17 @@ def kept_function(key, make):
   return keep(_FUNCTIONS, key, make, KEEP_FUNCTIONS)
 
 
+_STEPS: collections.OrderedDict = collections.OrderedDict()
+
+
+def kept_step(key, make):
+  """kept_function for one model's step, jitted inline (core/program._one_step): traced
+  once per one-model shape however many models are vmapped over it (a queue's rebuilt
+  programs, the probe's and the run's). Kept apart from the programs' functions, so
+  that they never push one of those out."""
+  return keep(_STEPS, key, make, KEEP_FUNCTIONS)
+
+
 def keep(store: collections.OrderedDict, key, make, limit: int):
   """make(), or what it gave for an equal key in `store` earlier in this process (the
   last `limit` kept)."""
@@ -103,3 +114,4 @@ def clear() -> None:
   """Forget every kept executable and function."""
   _KEPT.clear()
   _FUNCTIONS.clear()
+  _STEPS.clear()

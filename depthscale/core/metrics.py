@@ -92,7 +92,9 @@ def make_evaluate(task, cfg: ModelConfig):
       res["per_level_acc"] = hits_L / jnp.maximum(at_BxL.T @ m_BxT.sum(1), 1.0)
     return res
 
-  return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
+  # `one` jitted inline: the same program text, and the model traced once per one-model
+  # shape however many models a (rebuilt) program vmaps it over
+  return jax.jit(jax.vmap(jax.jit(one, inline=True), in_axes=(0, 0, None)))
 
 
 def per_position_acc_sliced(evaluate, batch, chunks: int) -> np.ndarray:

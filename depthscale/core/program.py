@@ -44,7 +44,7 @@ def group_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, devices=None):
   (shard_map over `devices` when more than one), chunk by chunk at each step; at the
   length bucket of its models' furthest stage (core/lengths.py)."""
   if tcfg.layout == "pad":  # the one vmap over models
-    return lengths.at_bucket(task, tcfg, lambda t: jax.vmap(train.make_step(task, cfg, tcfg, t)))
+    return lengths.at_bucket(task, tcfg, lambda t: jax.vmap(_one_step(task, cfg, tcfg, t)))
   if not tcfg.profile:
     raise ValueError("a compact layout needs its profile: see arrange")
   n = len(devices) if devices else 1
@@ -71,6 +71,15 @@ def chunk_fn(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: in
                         length=steps_per_call)
 
   return by_chunk(chunk, tcfg)
+
+
+def _one_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, positions):
+  """One model's step, jitted inline (its operations land in the program as if it were
+  not jitted: the same program text) and kept: a queue's programs rebuilt with fewer
+  slots vmap the trace they share instead of tracing the model again."""
+  return compiled.kept_step(
+      ("one_step", type(task), metrics.task_id(task), cfg, tcfg, positions),
+      lambda: jax.jit(train.make_step(task, cfg, tcfg, positions), inline=True))
 
 
 def make_train_chunk(task, cfg: ModelConfig, tcfg: train.TrainConfig, steps_per_call: int,
