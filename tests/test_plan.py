@@ -5,6 +5,7 @@ import json
 import types
 
 import jax
+import numpy as np
 import pytest
 
 from depthscale import cli, config
@@ -256,6 +257,31 @@ def test_a_program_of_fewer_slots_traces_the_model_once(monkeypatch):
   monkeypatch.setattr(program, "_one_step", lambda *args: make_step(*args))
   assert program.build(bp).fingerprint == three.fingerprint
   assert program.build(fewer).fingerprint == two.fingerprint
+
+
+def test_an_evaluation_of_fewer_models_traces_the_model_once(monkeypatch):
+  """metrics.make_evaluate's `one`, jitted inline: evaluating 3 models and then 2 of one
+  padded shape traces one model's evaluation once, and the first two models' numbers
+  are those they got among the 3."""
+  from depthscale import tasks
+  from depthscale.core import metrics, train
+  from depthscale.core.ensemble import ModelSpec
+  loss, traced = metrics.per_token_loss, []
+  monkeypatch.setattr(metrics, "per_token_loss",
+                      lambda *a: traced.append(1) or loss(*a))  # once per trace of `one`
+  task = tasks.make("word_problem", group="S3")
+  specs = [ModelSpec(1, 16, 2, seed=s) for s in range(3)]
+  tcfg = train.TrainConfig(batch_size=4, length=4, total_steps=8)
+  cfg = program.model_config(task, specs, tcfg)
+  evaluate = metrics.make_evaluate(task, cfg)
+  batch = metrics.held_out(task, 4, 16)
+  got = {}
+  for m in (3, 2):
+    state, _, arch = program.init_inputs(specs[:m], cfg, tcfg, jax.local_devices()[:1])
+    got[m] = evaluate(state.params, arch, batch)
+  assert len(traced) == 1
+  for key in ("loss", "per_position_acc"):
+    np.testing.assert_allclose(got[2][key], got[3][key][:2], rtol=1e-6, err_msg=key)
 
 
 @pytest.mark.parametrize("devices,groups,share", [
