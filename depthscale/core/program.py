@@ -78,7 +78,7 @@ def _one_step(task, cfg: ModelConfig, tcfg: train.TrainConfig, positions):
   not jitted: the same program text) and kept: a queue's programs rebuilt with fewer
   slots vmap the trace they share instead of tracing the model again."""
   return compiled.kept_step(
-      ("one_step", type(task), metrics.task_id(task), cfg, tcfg, positions),
+      _key("one_step", task, cfg, tcfg, positions, None),  # positions in the steps place
       lambda: jax.jit(train.make_step(task, cfg, tcfg, positions), inline=True))
 
 
