@@ -45,8 +45,16 @@ import pytest  # noqa: E402
 
 from depthscale import threefry  # noqa: E402,F401  before any lowering (depthscale/threefry.py)
 from depthscale.cli.app import GC_THRESHOLDS  # noqa: E402
+from depthscale.sweep.study import reproducible_xla  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# `depthscale run`'s settings (the deterministic-ops flag in XLA_FLAGS, float32 matmuls at
+# "highest") from the start, as in every `depthscale` process a test starts. Both are in
+# JAX's keys (XLA_FLAGS in the persistent cache's, the precision in jit's), so a worker that
+# took them up only at its first in-process run compiled its programs again after it, and
+# could not read what the other worker or a test's processes had compiled (BUILD_NOTES,
+# Test suite). Neither changes a CPU result.
+reproducible_xla()
 
 # Python's cyclic garbage collector as in a `depthscale` process (cli/app.py): a worker
 # holds the traces and programs of hundreds of tests, and each full collection walks them
