@@ -51,6 +51,7 @@ def test_quick_mode_on_cpu(tmp_path):
       assert result["steps"][name]["status"] == "ok", (part, name, result["steps"][name])
     assert "gpu_check: ok" in p.stdout and (out / "gc.tgz").stat().st_size > 0
   assert len(os.listdir(out)) <= 8  # what the device tool returns
+  assert "jax " in (out / "env.txt").read_text()  # part 1's versions, kept by parts 2-4
   assert result["quick"] is True
   steps = result["steps"]
   for name in ("devices_float32", "devices_bfloat16", "plan", "run"):
