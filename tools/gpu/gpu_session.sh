@@ -51,9 +51,9 @@ fi
 # the image does not hold.
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-disabled}
-# In quick mode (a CPU, its test) parts 2-4 keep the env.txt part 1 wrote in the same OUT_DIR.
-if [ "${GPU_CHECK_QUICK:-0}" = 1 ] && [ "$part" != 1 ] && [ -s "$out/env.txt" ]; then :
-else {
+# The GPU and the versions; in quick mode (a CPU, its test) parts 2-4 keep the env.txt part 1
+# wrote in the same OUT_DIR.
+if [ "${GPU_CHECK_QUICK:-0}" != 1 ] || [ "$part" = 1 ] || [ ! -s "$out/env.txt" ]; then {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
   "$py" -c "import jax, flax, optax, chex, numpy; print('jax', jax.__version__, 'flax', \
 flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'numpy', \
