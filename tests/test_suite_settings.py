@@ -52,3 +52,22 @@ def test_an_executable_kept_at_one_setting_is_not_reused_at_the_other():
     jax.config.update(SETTING, True)
   assert other.executable is not first.executable
   assert compiled.compile_lowered(lowered, devices).executable is first.executable
+
+
+def test_the_workers_compile_under_runs_settings_from_the_start():
+  """conftest gives a test process `run`'s settings at import (the deterministic-ops flag
+  in XLA_FLAGS, float32 matmuls at "highest"), so that a `run`, `plan` or `bench` inside a
+  test (sweep/study.reproducible_xla) changes none of JAX's keys: the programs compiled
+  before it are read back after it, and from the other worker and the tests' processes
+  (BUILD_NOTES, Test suite). In a fresh process, as a worker starts."""
+  code = ("import conftest, os, jax; from depthscale.sweep import study; "
+          "before = (os.environ['XLA_FLAGS'], jax.config.jax_default_matmul_precision); "
+          "study.reproducible_xla(); "
+          "print(before == (os.environ['XLA_FLAGS'], jax.config.jax_default_matmul_precision), "
+          "*before)")
+  p = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__),
+                     capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr[-2000:]
+  unchanged, *flags, precision = p.stdout.split()
+  assert unchanged == "True" and precision == "highest", p.stdout
+  assert "--xla_gpu_deterministic_ops=true" in flags, p.stdout
