@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 from depthscale import tasks
+from depthscale.cli import main as cli_main
 from depthscale.tasks import Batch, contract
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,15 +115,18 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_broken_task_file_is_one_line(tmp_path, case):
+def test_broken_task_file_is_one_line(tmp_path, capfd, case):
+  """In this process, every byte written to its stdout and stderr captured (the exit
+  status from a shell, and a process's whole stderr: tests/test_cli.py's user errors)."""
   body, expected = BROKEN[case]
   (tmp_path / "dyck.py").write_text(body)
   (tmp_path / "own.py").write_text(STUDY.replace("../tasks/dyck.py", "dyck.py")
                                    .replace(', {"max_depth": 3}', ", {}"))
-  p = cli("plan", "--config", str(tmp_path / "own.py"), "--no-probe")
-  assert p.returncode == 2, p.stderr
-  assert "Traceback" not in p.stderr and p.stderr.strip().count("\n") == 0, p.stderr
-  assert expected in p.stderr, p.stderr
+  rc = cli_main(["plan", "--config", str(tmp_path / "own.py"), "--no-probe"])
+  out, err = capfd.readouterr()
+  assert rc == 2 and out == "", (rc, out, err)
+  assert "Traceback" not in err and err.strip().count("\n") == 0, err
+  assert err.startswith("depthscale: error: ") and expected in err, err
 
 
 ENTRY_POINT_PACKAGE = {
