@@ -51,6 +51,7 @@ def test_four_devices_match_one(tmp_path):
     np.testing.assert_allclose(b, a, rtol=1e-4)
 
 
+@pytest.mark.optimized  # SPLIT_SMOKE, as the reference run (conftest)
 @pytest.mark.slow
 def test_three_model_groups_on_two_devices_train_no_filler(tmp_path, reference_run):
   """2 forced devices, the reference run's two 3-model groups (length 16, 60 steps): the

@@ -34,6 +34,7 @@ def done(err):
   return [l.split()[2] for l in err.splitlines() if l.endswith(" done")]
 
 
+@pytest.mark.optimized  # SPLIT_SMOKE, as the reference run (conftest)
 @pytest.mark.slow
 def test_concurrent_launches_match_one_process(tmp_path, reference_run):
   """Two independent workers on one workdir (no jax.distributed): each pulls groups, no

@@ -40,6 +40,7 @@ def checkpoint_steps(workdir):
   return steps
 
 
+@pytest.mark.optimized  # SPLIT_SMOKE, as the reference run (conftest)
 @pytest.mark.slow
 def test_smoke_sweep_outputs_and_resume_after_kill9(tmp_path, reference_run):
   ref, _ = reference_run
