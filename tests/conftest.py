@@ -29,6 +29,8 @@ import time
 OPTIMIZE = os.environ.get("DEPTHSCALE_TEST_OPTIMIZE", "marked")
 SETTING = "jax_disable_most_optimizations"  # JAX's name for it, read at each compile
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0" if OPTIMIZE == "all" else "1"
+# what the processes of an `optimized` test (and the reference run) are started with
+OPTIMIZED_ENV = {} if OPTIMIZE == "none" else {"JAX_DISABLE_MOST_OPTIMIZATIONS": "0"}
 # And XLA's CPU fusion emitters off, in every test and every process a test starts: it
 # compiles the suite's float64 programs about 2-3x faster and changes their results at the
 # last bits only (1.6e-15 on the padded-equivalence program; BUILD_NOTES, Test suite),
@@ -75,9 +77,8 @@ SPLIT_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
 # The reference run's programs are read from the cache and run by many processes (the
 # kill -9, concurrent-launch and SLURM tests rerun the same study): they mostly execute, so
 # the reference run compiles at full optimization, and so do the tests that compare a run
-# of SPLIT_SMOKE with it (marked `optimized`: the same level on both sides; BUILD_NOTES,
-# Test suite).
-REFERENCE_OPTIMIZATION = {} if OPTIMIZE == "none" else {"JAX_DISABLE_MOST_OPTIMIZATIONS": "0"}
+# of SPLIT_SMOKE with it (marked `optimized`: the same level on both sides, OPTIMIZED_ENV;
+# BUILD_NOTES, Test suite).
 
 
 def read_rows(workdir):
@@ -114,10 +115,11 @@ def compilation_cache(tmp_path_factory):
 def xla_optimization(request, monkeypatch):
   """A test marked `optimized` compiles at XLA's full optimization, in this process and
   in the processes it starts (unless DEPTHSCALE_TEST_OPTIMIZE=none)."""
-  if request.node.get_closest_marker("optimized") is None or OPTIMIZE == "none":
+  if request.node.get_closest_marker("optimized") is None or not OPTIMIZED_ENV:
     yield
     return
-  monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
+  for name, value in OPTIMIZED_ENV.items():
+    monkeypatch.setenv(name, value)
   before = jax.config.values.get(SETTING, False)
   jax.config.update(SETTING, False)
   try:
@@ -164,7 +166,7 @@ def reference_run(tmp_path_factory):
     fcntl.flock(lock, fcntl.LOCK_EX)
     if not log.exists():
       env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true",
-                 **REFERENCE_OPTIMIZATION)
+                 **OPTIMIZED_ENV)
       p = subprocess.run([sys.executable, "-m", "depthscale.cli", "run", *SPLIT_SMOKE,
                           "--workdir", str(workdir)], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=900)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import slurm_cluster
-from conftest import REFERENCE_OPTIMIZATION, ROOT, SPLIT_SMOKE, read_rows
+from conftest import OPTIMIZED_ENV, ROOT, SPLIT_SMOKE, read_rows
 
 WHY = slurm_cluster.available()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason=f"SLURM: {WHY}")]
@@ -68,7 +68,7 @@ def test_usr2_mid_group_saves_that_step_and_the_requeued_task_resumes_it(
   (slow / "scontrol").chmod(0o755)
   env = dict(cluster.env, WANDB_MODE="disabled", PYTHONPATH=ROOT,
              PATH=f"{slow}{os.pathsep}{cluster.env['PATH']}",
-             **REFERENCE_OPTIMIZATION)  # SPLIT_SMOKE at the reference run's level
+             **OPTIMIZED_ENV)  # SPLIT_SMOKE at the reference run's level
   args = [a for a in SPLIT_SMOKE if a != "--no-progress"] + ["--config.checkpoint_every=180"]
   p = subprocess.Popen([sys.executable, "launch/slurm.py", *args, "--workdir", str(work),
                         "--wait", "--timeout-min", "30"], cwd=ROOT, env=env, text=True,
