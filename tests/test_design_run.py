@@ -79,7 +79,7 @@ def reference(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("design_run")
-def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference):
+def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference, capsys):
   ref, want, rows = reference
   got = tmp_path / "got"
   p = cli("run", *ARGS, "--workdir", str(got))  # 1: in the first round, once checkpointed
@@ -99,10 +99,11 @@ def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference):
   assert code == 0, err[-2000:]
   assert rounds(got) == want
   assert read_rows(got) == rows
-  status = subprocess.run([sys.executable, "-m", "depthscale.cli", "status", str(got)],
-                          cwd=ROOT, capture_output=True, text=True)
-  assert "design: adaptive, stopped (budget)" in status.stdout, status.stdout
-  assert "budget 80%" in status.stdout and f"{len(rows)} models chosen" in status.stdout
+  capsys.readouterr()
+  assert cli_main(["status", str(got)]) == 0
+  status = capsys.readouterr().out
+  assert "design: adaptive, stopped (budget)" in status, status
+  assert "budget 80%" in status and f"{len(rows)} models chosen" in status
   report = (got / "report.md").read_text()
   assert "## Adaptive design" in report and "stop (budget)" in report
 

@@ -96,9 +96,10 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path, capfd, monk
     c = json.loads((sig / "groups" / gid).read_text())
     assert a["curves"] == c["curves"] and a["per_position_acc"] == c["per_position_acc"]
   trained = sum(int(r["trained_steps"]) for r in rows)
-  status = subprocess.run([sys.executable, "-m", "depthscale.cli", "status", str(got)],
-                          cwd=ROOT, capture_output=True, text=True)
-  assert f"{trained} model-steps trained of a 480 budget" in status.stdout, status.stdout
+  capfd.readouterr()
+  assert cli_main(["status", str(got)]) == 0
+  status = capfd.readouterr().out
+  assert f"{trained} model-steps trained of a 480 budget" in status, status
   assert f"- model-steps: {trained} trained of a 480 budget" in (got / "report.md").read_text()
 
 
