@@ -257,3 +257,23 @@ def test_refused_in_one_line_and_nothing_changed(row, tmp_path, monkeypatch, cap
     assert w in lines[0], (name, w, lines[0])
   assert snapshot(watched) == before, name  # nothing written or removed
   assert len(COMPILES) == compiles, name  # nothing compiled
+
+
+@pytest.mark.parametrize("probe_is", ["there", "gone"])
+def test_a_peers_write_probe_is_not_the_workdirs(tmp_path, probe_is):
+  """Two workers starting on one workdir: each probes that its directories take writes by
+  making and removing an empty directory in them (places.PROBE), so the other may list
+  the name and find it gone a moment later (a fresh clone's test_workers failed so,
+  "checkpoints/.depthscale-check-... is a file", 2026-11-29). Neither the probe, nor its
+  name left without the directory, is a group's checkpoints or training done."""
+  w = tmp_path / "w"
+  for sub in ("groups", "checkpoints"):
+    probe = w / sub / f"{workdir_lib.CHECK}x7k2q"
+    probe.parent.mkdir(parents=True)
+    if probe_is == "there":
+      probe.mkdir()
+    else:  # listed, then removed by its worker: what the lister sees is not a directory
+      probe.write_text("")
+  workdir_lib.check_contents(str(w))  # no plan.json yet, as at a first start: not refused
+  assert not workdir_lib.has_training(str(w))
+  assert workdir_lib.entries(str(w / "checkpoints")) == []

@@ -10,6 +10,7 @@ import tempfile
 from depthscale.errors import UserError
 
 NAME_MAX, PATH_MAX = 255, 4096
+PROBE = ".depthscale-check-"  # the empty directory made and removed to probe for writes
 
 
 def check_path(workdir: str) -> None:
@@ -72,7 +73,7 @@ def check_writable(dirs: list[str]) -> None:
     if not os.path.isdir(d):
       continue
     try:
-      os.rmdir(tempfile.mkdtemp(dir=d, prefix=".depthscale-check-"))
+      os.rmdir(tempfile.mkdtemp(dir=d, prefix=PROBE))
     except OSError as e:
       raise UserError(unwritable_message(d, e)) from None
 

@@ -30,7 +30,14 @@ SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never fil
 FILES = ("config.json", "plan.json", "results.csv", "report.md", "fits.json", "claims.json")
 
 
-CHECK = ".depthscale-check-"  # a peer's probe that the directory is writable
+CHECK = places.PROBE  # a peer's probe that a directory is writable (gone in a moment)
+
+
+def entries(directory: str) -> list[str]:
+  """The names in `directory` (none if it is absent), sorted, less the probes of peers
+  checking that it is writable: a probe comes and goes while another worker lists it."""
+  names = os.listdir(directory) if os.path.isdir(directory) else []
+  return sorted(n for n in names if not n.startswith(CHECK))
 
 
 def check(workdir: str) -> None:
@@ -60,7 +67,7 @@ def check(workdir: str) -> None:
                       "overwritten)")
     ckpts = os.path.join(workdir, "checkpoints")  # each group's too: found now, not at a
     places.check_writable([os.path.join(workdir, d) for d in SUBDIRS] + [  # save's end
-        os.path.join(ckpts, n) for n in (os.listdir(ckpts) if os.path.isdir(ckpts) else [])])
+        os.path.join(ckpts, n) for n in entries(ckpts)])
 
 
 def check_contents(workdir: str) -> None:
@@ -79,12 +86,12 @@ def check_contents(workdir: str) -> None:
             for p in sorted(glob.glob(os.path.join(workdir, "groups", "*.json")))}
   leases.check_records(workdir)
   ckpts = os.path.join(workdir, "checkpoints")
-  for n in sorted(os.listdir(ckpts)) if os.path.isdir(ckpts) else []:
+  for n in entries(ckpts):
     if not os.path.isdir(os.path.join(ckpts, n)):
       raise UserError(f"{os.path.join(ckpts, n)} is a file, where a group's checkpoints go; "
                       "move it aside")
   plan = plan_groups(workdir)
-  if plan is None and (groups or (os.path.isdir(ckpts) and os.listdir(ckpts))):
+  if plan is None and (groups or entries(ckpts)):
     raise UserError(f"{workdir}/plan.json is missing, but the workdir holds results or "
                     "checkpoints trained in its grouping; restore plan.json, or use a new "
                     "--workdir (a new plan would train every model again)")
@@ -162,8 +169,7 @@ def is_done(workdir: str, group_id: str) -> bool:
 
 def has_training(workdir: str) -> bool:
   """True once any group of the workdir finished or saved a checkpoint."""
-  return any(os.path.isdir(d) and os.listdir(d)
-             for d in (os.path.join(workdir, "groups"), os.path.join(workdir, "checkpoints")))
+  return any(entries(os.path.join(workdir, d)) for d in ("groups", "checkpoints"))
 
 
 def checkpoint_dir(workdir: str, group_id: str) -> str:
