@@ -5,11 +5,13 @@ single-process run of the quickstart smoke study split into 2 groups, which the
 multi-process, concurrent-launch and SLURM tests compare against.
 """
 import collections
+import contextlib
 import csv
 import fcntl
 import gc
 import glob
 import importlib.metadata
+import io
 import json
 import os
 import shutil
@@ -79,6 +81,21 @@ SPLIT_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
 # the reference run compiles at full optimization, and so do the tests that compare a run
 # of SPLIT_SMOKE with it (marked `optimized`: the same level on both sides, OPTIMIZED_ENV;
 # BUILD_NOTES, Test suite).
+
+
+def cli_here(*argv):
+  """`depthscale ARGV` in this process, W&B disabled: (exit status, stdout, stderr). For
+  the runs a test does not signal, kill or race: no process start, and a worker that ran
+  the study before does not trace its programs again. Only at -O0 beside a `depthscale`
+  process: an `optimized` worker lowers Threefry as imported, rolled (depthscale/threefry.py;
+  BUILD_NOTES, Test suite)."""
+  out, err = io.StringIO(), io.StringIO()
+  with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), \
+      contextlib.redirect_stderr(err):
+    mp.setenv("WANDB_MODE", "disabled")
+    from depthscale.cli import main
+    code = main(list(argv))
+  return code, out.getvalue(), err.getvalue()
 
 
 def read_rows(workdir):

@@ -4,9 +4,7 @@ SIGKILL in the first round, at a barrier and while a decision is being written, 
 rerun, it makes the same decisions and ends with the same rows, bit for bit; two workers
 started together make each decision once; status and the report say what the design did.
 The runs that are killed or raced are `depthscale` processes; the uninterrupted reference
-and the last rerun are the same command in the test's process (cli.main)."""
-import contextlib
-import io
+and the last rerun are the same command in the test's process (conftest.cli_here)."""
 import os
 import signal
 import subprocess
@@ -15,8 +13,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, read_rows
-from depthscale.cli import main as cli_main
+from conftest import ROOT, cli_here, read_rows
 
 ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.seed=[0, 1, 2, 3]", "--config.train.steps=60",
@@ -43,17 +40,6 @@ def run_to_end(workdir, fault=None):
   return p.returncode, err
 
 
-def run_here(workdir):
-  """The study run to its end in this process (no start, no tracing again): (exit status,
-  what it wrote to stderr)."""
-  err = io.StringIO()
-  with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(err):
-    mp.setenv("WANDB_MODE", "disabled")
-    mp.delenv(FAULT, raising=False)
-    code = cli_main(["run", *ARGS, "--workdir", str(workdir)])
-  return code, err.getvalue()
-
-
 def rounds(workdir):
   d = workdir / "design"
   return {n: (d / n).read_bytes() for n in sorted(os.listdir(d)) if n.startswith("round-")}
@@ -68,7 +54,7 @@ def reference(tmp_path_factory):
   """The study run once, uninterrupted: its workdir, round files and rows (both tests
   compare with it; one xdist group, so it trains once)."""
   ref = tmp_path_factory.mktemp("design") / "ref"
-  code, err = run_here(ref)
+  code, _, err = cli_here("run", *ARGS, "--workdir", str(ref))
   assert code == 0, err[-2000:]
   want = rounds(ref)
   assert len(want) >= 2 and "design decision 1:" in err, err[-2000:]
@@ -79,7 +65,7 @@ def reference(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("design_run")
-def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference, capsys):
+def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference):
   ref, want, rows = reference
   got = tmp_path / "got"
   p = cli("run", *ARGS, "--workdir", str(got))  # 1: in the first round, once checkpointed
@@ -95,13 +81,12 @@ def test_killed_anywhere_the_design_decides_the_same(tmp_path, reference, capsys
   code, _ = run_to_end(got, fault="write:2")  # 3: while decision 2 is being written
   assert code == -signal.SIGKILL and list(rounds(got)) == ["round-001.json"]
   assert any(n.startswith(".tmp-") for n in os.listdir(got / "design"))  # the half write
-  code, err = run_here(got)
+  code, _, err = cli_here("run", *ARGS, "--workdir", str(got))
   assert code == 0, err[-2000:]
   assert rounds(got) == want
   assert read_rows(got) == rows
-  capsys.readouterr()
-  assert cli_main(["status", str(got)]) == 0
-  status = capsys.readouterr().out
+  code, status, _ = cli_here("status", str(got))
+  assert code == 0
   assert "design: adaptive, stopped (budget)" in status, status
   assert "budget 80%" in status and f"{len(rows)} models chosen" in status
   report = (got / "report.md").read_text()

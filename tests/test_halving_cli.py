@@ -36,10 +36,9 @@ def group_file(workdir):
 
 
 @pytest.mark.slow
-def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path, capfd, monkeypatch):
-  monkeypatch.setenv("WANDB_MODE", "disabled")  # the runs to the end: in this process
+def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path):
   ref = tmp_path / "ref"
-  run_to_end(ref, capfd, ARGS)
+  run_to_end(ref, ARGS)
   rows = read_rows(ref)
   assert sorted(r["stop"] for r in rows) == ["budget", "budget", "halved", "halved",
                                              "halved", "halved"], rows
@@ -63,7 +62,7 @@ def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path, capf
   assert f"pid {p.pid}" in status and "slots " in status, status
   assert readers[1].returncode != 0 and "run the sweep" in readers[1].stderr, readers[1].stderr
   assert not os.path.exists(got / "report.md") and not os.path.exists(got / "results.csv")
-  assert "resumes from its step-" in run_to_end(got, capfd, ARGS)
+  assert "resumes from its step-" in run_to_end(got, ARGS)
   assert read_rows(got) == rows
   assert group_file(got)["curves"] == group_file(ref)["curves"]
   # SIGTERM once it has checkpointed: a clean exit, then the rerun ends as uninterrupted
@@ -72,6 +71,6 @@ def test_halving_study_killed_or_stopped_and_read_while_it_writes(tmp_path, capf
   p.send_signal(signal.SIGTERM)
   _, err = p.communicate(timeout=300)
   assert p.returncode == 0 and "Traceback" not in err, err[-2000:]
-  assert "resumes from its step-" in run_to_end(term, capfd, ARGS)
+  assert "resumes from its step-" in run_to_end(term, ARGS)
   assert read_rows(term) == rows
   assert group_file(term)["curves"] == group_file(ref)["curves"]

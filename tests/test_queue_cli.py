@@ -4,7 +4,7 @@ stop, at the first refill, after the program was rebuilt smaller), or stopped wi
 SIGTERM and Ctrl-C, rerun, it ends with the rows and curves of an uninterrupted run;
 status and the report show the model-steps saved. The processes that are signalled are
 `depthscale` processes; the runs to the end are the same command in the test's process
-(cli.main, its stderr captured), which has its programs traced already."""
+(conftest.cli_here), which has its programs traced already."""
 import json
 import os
 import re
@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, read_rows, xla_env
-from depthscale.cli import main as cli_main
+from conftest import ROOT, cli_here, read_rows, xla_env
 
 ARGS = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
         "--config.grid.depth=[1, 2]", "--config.train.steps=120",
@@ -38,20 +37,17 @@ def checkpoint_steps(workdir):
   return steps
 
 
-def run_to_end(workdir, capfd, args=ARGS):
+def run_to_end(workdir, args=ARGS):
   """`depthscale run ARGS --workdir WORKDIR` to its end in this process: its stderr."""
-  capfd.readouterr()
-  rc = cli_main(["run", *args, "--workdir", str(workdir)])
-  _, err = capfd.readouterr()
-  assert rc == 0, err[-2000:]
+  code, _, err = cli_here("run", *args, "--workdir", str(workdir))
+  assert code == 0, err[-2000:]
   return err
 
 
 @pytest.mark.slow
-def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path, capfd, monkeypatch):
-  monkeypatch.setenv("WANDB_MODE", "disabled")
+def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path):
   ref = tmp_path / "ref"
-  err = run_to_end(ref, capfd)
+  err = run_to_end(ref)
   rows = read_rows(ref)
   assert len(rows) == 4 and {r["stop"] for r in rows} <= {"plateau", "budget", "solved"}
   started = sorted(int(r["started_at"]) for r in rows)
@@ -71,7 +67,7 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path, capfd, monk
     p.send_signal(signal.SIGKILL)
     p.communicate()
   assert not os.path.exists(got / "results.csv")
-  err = run_to_end(got, capfd)
+  err = run_to_end(got)
   assert "resumes from its step-" in err
   assert read_rows(got) == rows
   (gid,) = os.listdir(ref / "groups")
@@ -91,14 +87,13 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_results(tmp_path, capfd, monk
     assert p.returncode == code and "Traceback" not in err, (signum, err[-2000:])
     assert "Rerun the same command to resume" in err, err[-2000:]
     assert not os.path.exists(sig / "results.csv")
-    assert "resumes from its step-" in run_to_end(sig, capfd)
+    assert "resumes from its step-" in run_to_end(sig)
     assert read_rows(sig) == rows
     c = json.loads((sig / "groups" / gid).read_text())
     assert a["curves"] == c["curves"] and a["per_position_acc"] == c["per_position_acc"]
   trained = sum(int(r["trained_steps"]) for r in rows)
-  capfd.readouterr()
-  assert cli_main(["status", str(got)]) == 0
-  status = capfd.readouterr().out
+  code, status, _ = cli_here("status", str(got))
+  assert code == 0
   assert f"{trained} model-steps trained of a 480 budget" in status, status
   assert f"- model-steps: {trained} trained of a 480 budget" in (got / "report.md").read_text()
 
