@@ -48,6 +48,7 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 from depthscale import threefry  # noqa: E402,F401  before any lowering (depthscale/threefry.py)
+from depthscale.cli import main as cli_main  # noqa: E402
 from depthscale.cli.app import GC_THRESHOLDS  # noqa: E402
 from depthscale.sweep.study import reproducible_xla  # noqa: E402
 
@@ -83,6 +84,12 @@ SPLIT_SMOKE = ["--config", "experiments/quickstart.py:smoke", "--no-progress",
 # BUILD_NOTES, Test suite).
 
 
+def read_rows(workdir):
+  """results.csv without the timing columns (those ending in _s)."""
+  with open(os.path.join(workdir, "results.csv")) as f:
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in csv.DictReader(f)]
+
+
 def cli_here(*argv):
   """`depthscale ARGV` in this process, W&B disabled: (exit status, stdout, stderr). For
   the runs a test does not signal, kill or race: no process start, and a worker that ran
@@ -93,15 +100,8 @@ def cli_here(*argv):
   with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), \
       contextlib.redirect_stderr(err):
     mp.setenv("WANDB_MODE", "disabled")
-    from depthscale.cli import main
-    code = main(list(argv))
+    code = cli_main(list(argv))
   return code, out.getvalue(), err.getvalue()
-
-
-def read_rows(workdir):
-  """results.csv without the timing columns (those ending in _s)."""
-  with open(os.path.join(workdir, "results.csv")) as f:
-    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in csv.DictReader(f)]
 
 
 def shared_root(tmp_path_factory):
