@@ -4,12 +4,15 @@ JAX lowers the hash as a rolled loop of 5 iterations on CPU and unrolled (an out
 function) on every other platform. At XLA's full optimization the CPU compiler takes far
 longer over the rolled loops: every model init (one draw per parameter) and every
 in-program sampler pays it (BUILD_NOTES, Test suite: the recall test's init compiled in
-3 s instead of 10). With most optimizations off the rolled loop compiles faster, and is
-kept. The hash is integer arithmetic, so both lowerings give the same bits
-(tests/test_threefry.py checks them against a numpy Threefry and the published test
-vectors). Registered on import, by depthscale.tasks, depthscale.model and
-depthscale.core (every package that draws), before any program is lowered: JAX keeps a
-function's lowering once made, so a registration after a first draw would not reach it.
+3 s instead of 10). With most optimizations off a rolled loop compiles faster, and is
+kept (hash_rolled: JAX's loop, in our own code). The choice is made at each lowering, by
+the optimization setting then, so a process that switches it (the test suite's
+`optimized` tests) lowers as a process started with it. The hash is integer
+arithmetic, so every lowering gives the same bits (tests/test_threefry.py checks them
+against a numpy Threefry and the published test vectors). Registered on import, by
+depthscale.tasks, depthscale.model and depthscale.core (every package that draws), before
+any program is lowered: JAX keeps a function's lowering once made, so a registration
+after a first draw would not reach it.
 """
 from __future__ import annotations
 
@@ -41,17 +44,38 @@ def hash_unrolled(key1, key2, x1, x2):
   return x1, x2
 
 
-def register() -> None:
-  """Lower threefry2x32 unrolled on CPU, out of line as on other platforms; not when JAX
-  compiles with most optimizations off (`jax_disable_most_optimizations`, the test
-  suite's setting), where JAX's rolled loop compiles faster (BUILD_NOTES, Test suite)."""
-  if jax.config.values.get("jax_disable_most_optimizations"):
-    return
+def hash_rolled(key1, key2, x1, x2):
+  """The same hash as a loop of 5 iterations (JAX's own CPU lowering is one): the rounds'
+  rotations and the key schedule indexed by the iteration."""
+  ks = (key1, key2, key1 ^ key2 ^ np.uint32(PARITY))
+  rotations = jnp.asarray(ROTATIONS, jnp.uint32)
 
-  def lowering(*args):
-    return hash_unrolled(*(jnp.asarray(a) for a in args))
-  mlir.register_lowering(threefry2x32_p, mlir.lower_fun(lowering, multiple_results=True),
-                         platform="cpu", inline=False)
+  def group(i, carry):
+    x1, x2, k1, k2, k3 = carry  # the schedule rotated by i: ks[i % 3], ks[(i + 1) % 3], ...
+    for r in range(4):
+      d = rotations[i % 2, r]
+      x1 = x1 + x2
+      x2 = (lax.shift_left(x2, d) | lax.shift_right_logical(x2, np.uint32(32) - d)) ^ x1
+    x1 = x1 + k2
+    x2 = x2 + k3 + (i + 1).astype(jnp.uint32)
+    return x1, x2, k2, k3, k1
+  x1, x2, *_ = lax.fori_loop(0, 5, group, (x1 + ks[0], x2 + ks[1], *ks))
+  return x1, x2
+
+
+def register() -> None:
+  """Lower threefry2x32 on CPU out of line, as on other platforms: unrolled at XLA's
+  optimization, rolled (as JAX lowers it) when most optimizations are off
+  (`jax_disable_most_optimizations`, the test suite's setting), where it compiles faster
+  (BUILD_NOTES, Test suite). Read at each lowering."""
+  unrolled, rolled = (mlir.lower_fun(lambda *a, f=f: f(*(jnp.asarray(x) for x in a)),
+                                      multiple_results=True)
+                       for f in (hash_unrolled, hash_rolled))
+
+  def lowering(ctx, *args):
+    off = jax.config.read("jax_disable_most_optimizations")
+    return (rolled if off else unrolled)(ctx, *args)
+  mlir.register_lowering(threefry2x32_p, lowering, platform="cpu", inline=False)
 
 
 register()

@@ -14,6 +14,7 @@ from jax.extend.random import threefry2x32_p, threefry_2x32
 from depthscale import threefry
 
 M32 = np.uint64(0xFFFFFFFF)
+SETTING = "jax_disable_most_optimizations"
 
 
 def numpy_threefry(k1, k2, x1, x2):
@@ -51,13 +52,13 @@ def test_the_published_vectors():
 
 
 def test_many_keys_and_counters_equal_numpy():
-  """The unrolled hash itself (the suite's processes compile with most optimizations off,
-  where JAX's own rolled lowering is kept) and the primitive as lowered here."""
+  """The unrolled and rolled hashes themselves and the primitive as lowered here (the
+  suite compiles with most optimizations off: the rolled one)."""
   rng = np.random.default_rng(0)
   k1, k2, x1, x2 = (rng.integers(0, 2**32, 10_001, dtype=np.uint64).astype(np.uint32)
                     for _ in range(4))
   want = numpy_threefry(k1, k2, x1, x2)
-  for fn in (threefry.hash_unrolled, lambda *a: threefry2x32_p.bind(*a)):
+  for fn in (threefry.hash_unrolled, threefry.hash_rolled, lambda *a: threefry2x32_p.bind(*a)):
     got = jax.jit(fn)(*map(u32, (k1, k2, x1, x2)))
     for g, w in zip(got, want):
       np.testing.assert_array_equal(np.asarray(g), w)
@@ -99,3 +100,19 @@ def test_a_depthscale_process_lowers_random_bits_without_a_loop():
   assert loop(IMPORTS, "0") == "False"
   assert loop(IMPORTS, "1") == "True"
   assert loop(IMPORTS.replace("from depthscale.core import ensemble", "pass"), "0") == "True"
+
+
+def test_the_lowering_follows_the_setting_at_each_lowering():
+  """In one process, the setting switched back and forth (as the suite's `optimized`
+  tests do): each new lowering takes the setting of its moment, the same bits either way."""
+  k1, k2 = np.asarray(jax.random.key_data(jax.random.key(7))).astype(np.uint32)
+  want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
+  before = jax.config.read(SETTING)
+  try:
+    for off in (False, True, False, True):
+      jax.config.update(SETTING, off)
+      fn = jax.jit(lambda k: jax.random.bits(k, (30,)))  # a new function: lowered anew
+      assert ("while" in fn.lower(jax.random.key(7)).as_text()) == off
+      np.testing.assert_array_equal(np.asarray(fn(jax.random.key(7))), want[0] ^ want[1])
+  finally:
+    jax.config.update(SETTING, before)
