@@ -93,8 +93,10 @@ def read_rows(workdir):
 def cli_here(*argv):
   """`depthscale ARGV` in this process, W&B disabled: (exit status, stdout, stderr). For
   the runs a test does not signal, kill or race: no process start, and a worker that ran
-  the study before does not trace its programs again. In an `optimized` test too: Threefry
-  is lowered by the setting at each lowering (depthscale/threefry.py)."""
+  the study before does not trace its programs again. Only at -O0 beside a `depthscale`
+  process: a worker keeps what it compiled at -O0 (JAX's jit caches hold no optimization
+  setting), and an `optimized` test reusing it trains to other float32 bits (BUILD_NOTES,
+  Test suite)."""
   out, err = io.StringIO(), io.StringIO()
   with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), \
       contextlib.redirect_stderr(err):
