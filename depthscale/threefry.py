@@ -6,10 +6,11 @@ longer over the rolled loops: every model init (one draw per parameter) and ever
 in-program sampler pays it (BUILD_NOTES, Test suite: the recall test's init compiled in
 3 s instead of 10). With most optimizations off a rolled loop compiles faster, and is
 kept (hash_rolled: JAX's loop, in our own code). The choice is made at each lowering, by
-the optimization setting then, so a process that switches it (the test suite's
-`optimized` tests) lowers as a process started with it. The hash is integer
-arithmetic, so every lowering gives the same bits (tests/test_threefry.py checks them
-against a numpy Threefry and the published test vectors). Registered on import, by
+the optimization setting then: a function lowered after a process switches it (the test
+suite's `optimized` tests) lowers as in a process started with it, while what JAX
+lowered or compiled before stays as it was. The hash is integer arithmetic, so every
+lowering gives the same bits (tests/test_threefry.py checks them against a numpy
+Threefry and the published test vectors). Registered on import, by
 depthscale.tasks, depthscale.model and depthscale.core (every package that draws), before
 any program is lowered: JAX keeps a function's lowering once made, so a registration
 after a first draw would not reach it.
