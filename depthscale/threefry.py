@@ -46,37 +46,35 @@ def hash_unrolled(key1, key2, x1, x2):
 
 
 def hash_rolled(key1, key2, x1, x2):
-  """The same hash as a loop of 5 iterations (JAX's own CPU lowering is one): the rounds'
-  rotations and the key schedule indexed by the iteration."""
-  ks = (key1, key2, key1 ^ key2 ^ np.uint32(PARITY))
-  rotations = jnp.asarray(ROTATIONS, jnp.uint32)
-
-  def group(i, carry):
-    x1, x2, k1, k2, k3 = carry  # the schedule rotated by i: ks[i % 3], ks[(i + 1) % 3], ...
-    for r in range(4):
-      d = rotations[i % 2, r]
+  """The same hash as JAX's own CPU lowering writes it, op for op: a loop of 5
+  iterations carrying the key schedule and the rotations, each rotated once a group."""
+  def group(i, state):
+    (x1, x2), ks, rotations = state
+    for r in rotations[0]:
       x1 = x1 + x2
-      x2 = (lax.shift_left(x2, d) | lax.shift_right_logical(x2, np.uint32(32) - d)) ^ x1
-    x1 = x1 + k2
-    x2 = x2 + k3 + (i + 1).astype(jnp.uint32)
-    return x1, x2, k2, k3, k1
-  x1, x2, *_ = lax.fori_loop(0, 5, group, (x1 + ks[0], x2 + ks[1], *ks))
-  return x1, x2
+      x2 = x1 ^ (lax.shift_left(x2, r) | lax.shift_right_logical(x2, np.uint32(32) - r))
+    x = [x1 + ks[0], x2 + ks[1] + jnp.asarray(i + 1, dtype=np.uint32)]
+    return x, ks[1:] + ks[:1], rotations[1:] + rotations[:1]
+  ks = [key1, key2, key1 ^ key2 ^ np.uint32(PARITY)]
+  rotations = [np.array(r, dtype=np.uint32) for r in ROTATIONS]
+  x, _, _ = lax.fori_loop(0, 5, group, ([x1 + ks[0], x2 + ks[1]], ks[1:] + ks[:1], rotations))
+  return tuple(x)
 
 
 def register() -> None:
-  """Lower threefry2x32 on CPU out of line, as on other platforms: unrolled at XLA's
-  optimization, rolled (as JAX lowers it) when most optimizations are off
-  (`jax_disable_most_optimizations`, the test suite's setting), where it compiles faster
-  (BUILD_NOTES, Test suite). Read at each lowering."""
+  """Lower threefry2x32 on CPU by the optimization setting at each lowering: at XLA's
+  optimization unrolled and out of line (a call), as on other platforms; with most
+  optimizations off (`jax_disable_most_optimizations`, the test suite's setting) inline
+  and rolled, as JAX lowers it on CPU, where it compiles faster (BUILD_NOTES, Test
+  suite)."""
+  out_of_line = jax.jit(hash_unrolled)
   unrolled, rolled = (mlir.lower_fun(lambda *a, f=f: f(*(jnp.asarray(x) for x in a)),
                                       multiple_results=True)
-                       for f in (hash_unrolled, hash_rolled))
+                       for f in (out_of_line, hash_rolled))
 
   def lowering(ctx, *args):
     off = jax.config.read("jax_disable_most_optimizations")
     return (rolled if off else unrolled)(ctx, *args)
-  mlir.register_lowering(threefry2x32_p, lowering, platform="cpu", inline=False)
-
+  mlir.register_lowering(threefry2x32_p, lowering, platform="cpu")
 
 register()
