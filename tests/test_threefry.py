@@ -75,31 +75,35 @@ def test_jax_random_bits_equal_numpy():
 
 
 IMPORTS = """
+import hashlib, re
 import jax
 f = lambda k: jax.random.normal(k, (4, 3))
 from depthscale.core import ensemble  # any depthscale import registers it
 text = jax.jit(f).lower(jax.random.key(0)).as_text()
 bits = jax.jit(lambda k: jax.random.bits(k, (30,)))(jax.random.key(7))
-print("while" in text, *map(int, bits))
+ops = hashlib.sha256(re.sub(r"loc\\([^)]*\\)|#loc.*", "", text).encode()).hexdigest()
+print("while" in text, ops, *map(int, bits))
 """
 
 
 def test_a_depthscale_process_lowers_random_bits_without_a_loop():
   """JAX's own CPU lowering is a rolled loop (an stablehlo.while); after importing
   depthscale, draws lower without one, at JAX's default optimization. With most
-  optimizations off (the suite's setting) the loop is kept. In fresh processes: JAX keeps
-  lowerings made."""
+  optimizations off (the suite's setting) the lowering is JAX's own, op for op. In fresh
+  processes: JAX keeps lowerings made."""
   def loop(code, optimize_off):
     env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS=optimize_off)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.split()
-    assert [int(b) for b in out[1:]] == list(want[0] ^ want[1])  # the same bits either way
-    return out[0]
+    assert [int(b) for b in out[2:]] == list(want[0] ^ want[1])  # the same bits either way
+    return out[0], out[1]
   k1, k2 = np.asarray(jax.random.key_data(jax.random.key(7))).astype(np.uint32)
   want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
-  assert loop(IMPORTS, "0") == "False"
-  assert loop(IMPORTS, "1") == "True"
-  assert loop(IMPORTS.replace("from depthscale.core import ensemble", "pass"), "0") == "True"
+  jax_own = IMPORTS.replace("from depthscale.core import ensemble", "pass")
+  assert loop(IMPORTS, "0")[0] == "False"
+  assert loop(jax_own, "0")[0] == "True"
+  # with most optimizations off, JAX's own lowering op for op (the text but its locations)
+  assert loop(IMPORTS, "1") == loop(jax_own, "1") and loop(IMPORTS, "1")[0] == "True"
 
 
 def test_the_lowering_follows_the_setting_at_each_lowering():
