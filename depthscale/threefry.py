@@ -77,4 +77,5 @@ def register() -> None:
     return (rolled if off else unrolled)(ctx, *args)
   mlir.register_lowering(threefry2x32_p, lowering, platform="cpu")
 
+
 register()
