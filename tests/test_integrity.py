@@ -13,7 +13,7 @@ import pytest
 
 from test_bad_inputs import COMPILES, snapshot
 from depthscale import cli, config
-from depthscale.io import workdir as workdir_lib
+from depthscale.io import places, workdir as workdir_lib
 from depthscale.sweep import plan, runner, study as study_lib
 
 SMOKE = "experiments/quickstart.py:smoke"
@@ -268,7 +268,7 @@ def test_a_peers_write_probe_is_not_the_workdirs(tmp_path, probe_is):
   name left without the directory, is a group's checkpoints or training done."""
   w = tmp_path / "w"
   for sub in ("groups", "checkpoints"):
-    probe = w / sub / f"{workdir_lib.CHECK}x7k2q"
+    probe = w / sub / f"{places.PROBE}x7k2q"
     probe.parent.mkdir(parents=True)
     if probe_is == "there":
       probe.mkdir()

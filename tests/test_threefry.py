@@ -103,7 +103,8 @@ def test_a_depthscale_process_lowers_random_bits_without_a_loop():
   assert loop(IMPORTS, "0")[0] == "False"
   assert loop(jax_own, "0")[0] == "True"
   # with most optimizations off, JAX's own lowering op for op (the text but its locations)
-  assert loop(IMPORTS, "1") == loop(jax_own, "1") and loop(IMPORTS, "1")[0] == "True"
+  ours = loop(IMPORTS, "1")
+  assert ours == loop(jax_own, "1") and ours[0] == "True"
 
 
 def test_the_lowering_follows_the_setting_at_each_lowering():

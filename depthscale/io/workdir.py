@@ -30,14 +30,13 @@ SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never fil
 FILES = ("config.json", "plan.json", "results.csv", "report.md", "fits.json", "claims.json")
 
 
-CHECK = places.PROBE  # a peer's probe that a directory is writable (gone in a moment)
 
 
 def entries(directory: str) -> list[str]:
   """The names in `directory` (none if it is absent), sorted, less the probes of peers
   checking that it is writable: a probe comes and goes while another worker lists it."""
   names = os.listdir(directory) if os.path.isdir(directory) else []
-  return sorted(n for n in names if not n.startswith(CHECK))
+  return sorted(n for n in names if not n.startswith(places.PROBE))
 
 
 def check(workdir: str) -> None:
@@ -53,13 +52,13 @@ def check(workdir: str) -> None:
   if not os.path.isdir(parent):
     raise UserError(f"--workdir {workdir!r}: {parent!r} is a file; give a directory path")
   try:
-    os.rmdir(tempfile.mkdtemp(dir=parent, prefix=CHECK))
+    os.rmdir(tempfile.mkdtemp(dir=parent, prefix=places.PROBE))
   except OSError as e:
     raise UserError(f"--workdir {workdir!r}: cannot write in {parent!r} ({e.strerror}); "
                     "choose another --workdir") from None
   if os.path.isdir(workdir):
     check_contents(workdir)
-    theirs = [n for n in os.listdir(workdir) if not n.startswith((atomic.PREFIX, CHECK))]
+    theirs = [n for n in os.listdir(workdir) if not n.startswith((atomic.PREFIX, places.PROBE))]
     if read_config(workdir) is None and theirs:  # `run` would write here (a peer's
       # config.json half written, a temporary of atomic.write, is not someone else's file)
       raise UserError(f"{workdir} holds files but is not a depthscale workdir (no "
