@@ -23,5 +23,19 @@ def outcomes(workdir: str) -> str:
           f"{', '.join(map(str, depths))}); claims {', '.join(verdicts)}")
 
 
+def main(argv: list[str]) -> int:
+  if len(argv) != 1:
+    print("usage: python tools/quickstart_outcomes.py WORKDIR", file=sys.stderr)
+    return 2
+  missing = [f for f in ("results.csv", "claims.json")
+             if not os.path.isfile(os.path.join(argv[0], f))]
+  if missing:
+    print(f"quickstart_outcomes: {argv[0]} has no {' or '.join(missing)}: give the workdir "
+          "of a finished `make run` (runs/quickstart)", file=sys.stderr)
+    return 2
+  print(outcomes(argv[0]))
+  return 0
+
+
 if __name__ == "__main__":
-  print(outcomes(sys.argv[1]))
+  sys.exit(main(sys.argv[1:]))
