@@ -64,14 +64,20 @@ def test_many_keys_and_counters_equal_numpy():
       np.testing.assert_array_equal(np.asarray(g), w)
 
 
+def numpy_bits(key, n=30):
+  """jax.random.bits(key, (n,)) recomputed in numpy: the hash of counters (0, i), its two
+  words xor-ed (JAX's partitionable layout)."""
+  k1, k2 = np.asarray(jax.random.key_data(key)).astype(np.uint32)
+  x1, x2 = numpy_threefry(k1, k2, np.zeros(n, np.uint32), np.arange(n, dtype=np.uint32))
+  return x1 ^ x2
+
+
 def test_jax_random_bits_equal_numpy():
-  """jax.random.bits of a key: the hash of counters (0, i), its two words xor-ed (JAX's
-  partitionable layout), recomputed in numpy: a change in the lowering shows in draws."""
+  """jax.random.bits of a key against numpy_bits: a change in the lowering shows in
+  draws."""
   key = jax.random.key(7)
   got = np.asarray(jax.jit(lambda k: jax.random.bits(k, (6, 5)))(key)).ravel()
-  k1, k2 = np.asarray(jax.random.key_data(key)).astype(np.uint32)
-  want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
-  np.testing.assert_array_equal(got, want[0] ^ want[1])
+  np.testing.assert_array_equal(got, numpy_bits(key))
 
 
 IMPORTS = """
@@ -95,10 +101,9 @@ def test_a_depthscale_process_lowers_random_bits_without_a_loop():
     env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS=optimize_off)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.split()
-    assert [int(b) for b in out[2:]] == list(want[0] ^ want[1])  # the same bits either way
+    assert [int(b) for b in out[2:]] == list(want)  # the same bits either way
     return out[0], out[1]
-  k1, k2 = np.asarray(jax.random.key_data(jax.random.key(7))).astype(np.uint32)
-  want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
+  want = numpy_bits(jax.random.key(7))
   jax_own = IMPORTS.replace("from depthscale.core import ensemble", "pass")
   assert loop(IMPORTS, "0")[0] == "False"
   assert loop(jax_own, "0")[0] == "True"
@@ -110,14 +115,13 @@ def test_a_depthscale_process_lowers_random_bits_without_a_loop():
 def test_the_lowering_follows_the_setting_at_each_lowering():
   """In one process, the setting switched back and forth (as the suite's `optimized`
   tests do): each new lowering takes the setting of its moment, the same bits either way."""
-  k1, k2 = np.asarray(jax.random.key_data(jax.random.key(7))).astype(np.uint32)
-  want = numpy_threefry(k1, k2, np.zeros(30, np.uint32), np.arange(30, dtype=np.uint32))
+  want = numpy_bits(jax.random.key(7))
   before = jax.config.read(SETTING)
   try:
     for off in (False, True, False, True):
       jax.config.update(SETTING, off)
       fn = jax.jit(lambda k: jax.random.bits(k, (30,)))  # a new function: lowered anew
       assert ("while" in fn.lower(jax.random.key(7)).as_text()) == off
-      np.testing.assert_array_equal(np.asarray(fn(jax.random.key(7))), want[0] ^ want[1])
+      np.testing.assert_array_equal(np.asarray(fn(jax.random.key(7))), want)
   finally:
     jax.config.update(SETTING, before)

@@ -30,8 +30,6 @@ SUBDIRS = ("groups", "leases", "checkpoints", "plots")  # directories, never fil
 FILES = ("config.json", "plan.json", "results.csv", "report.md", "fits.json", "claims.json")
 
 
-
-
 def entries(directory: str) -> list[str]:
   """The names in `directory` (none if it is absent), sorted, less the probes of peers
   checking that it is writable: a probe comes and goes while another worker lists it."""
